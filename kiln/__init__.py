@@ -1,0 +1,54 @@
+"""Kiln: a deep-learning model compiler and runtime in Python.
+
+``import kiln as tvm; from kiln import relay`` runs relay-era TVM scripts: the names below are the
+ones those scripts use. See the README for the command line and the documentation of each layer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kiln import ir, nd, relay, runtime, testing, transform
+from kiln.errors import KilnError
+from kiln.ir import IRModule
+from kiln.runtime.ndarray import Device, cpu, device
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Device",
+    "IRModule",
+    "KilnError",
+    "__version__",
+    "auto_scheduler",
+    "contrib",
+    "cpu",
+    "device",
+    "get_global_func",
+    "ir",
+    "nd",
+    "relay",
+    "runtime",
+    "target",
+    "testing",
+    "transform",
+]
+
+
+def get_global_func(name: str, allow_missing: bool = False) -> Any:
+    """TVM's global-function lookup; Kiln has no FFI registry, so only known names resolve.
+
+    External codegens that Kiln does not ship (``relay.ext.dnnl``, ...) are reported missing, so
+    scripts that probe for them take their "not available" branch.
+    """
+    if allow_missing:
+        return None
+    raise ValueError(f"Kiln has no global function {name!r} (there is no TVM FFI registry)")
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("contrib", "auto_scheduler", "target"):
+        import importlib
+
+        return importlib.import_module(f"kiln.{name}")
+    raise AttributeError(f"module 'kiln' has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""``tvm.contrib``: graph executor and debugger."""

@@ -1,0 +1,5 @@
+"""Operator family: algorithm (being written)."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -1,0 +1,5 @@
+"""Operator family: image (being written)."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -1,0 +1,184 @@
+"""The operator registry: one entry per operator.
+
+An :class:`OpDef` holds everything Kiln knows about an operator: its attributes class, its type
+relation (argument types and attrs to result type), its NumPy reference kernel (the oracle for every
+test, the interpreter and the ``numpy`` target), its fusion pattern, and the optional hooks later
+layers use (``compute`` for code generation, ``layout`` rules, ...). Operators are declared with
+:func:`register_op` in one file per family (``elemwise.py``, ``nn.py``, ``reduce.py``, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+import numpy as np
+
+from kiln.errors import KilnTypeError
+from kiln.ir.attrs import Attrs
+from kiln.ir.expr import Call, Expr, Op
+from kiln.ir.types import TensorType, TupleType, Type
+
+__all__ = [
+    "OpDef",
+    "OpPattern",
+    "all_ops",
+    "get_op_def",
+    "make_call",
+    "register_op",
+]
+
+
+class OpPattern(IntEnum):
+    """How an operator may fuse with its neighbours (TVM's ``OpPatternKind``, same values)."""
+
+    ELEMWISE = 0  # out[i] = f(in[i]) on same-shape inputs
+    BROADCAST = 1  # elementwise with NumPy broadcasting
+    INJECTIVE = 2  # each output element reads one input element (reshape, transpose, take, ...)
+    COMM_REDUCE = 3  # commutative reduction over axes (sum, max, ...)
+    OUT_ELEMWISE_FUSABLE = 4  # complex op whose output may absorb elementwise ops (conv2d, dense)
+    TUPLE = 7  # tuple construction / projection
+    OPAQUE = 8  # never fused (sort, topk, ...)
+
+
+TypeRel = Callable[[list[Type], Any], Type]
+Reference = Callable[[list[np.ndarray], Any, Type], Any]
+
+
+@dataclass
+class OpDef:
+    """Everything known about one operator.
+
+    Attributes
+    ----------
+    name : str
+        Relay name, e.g. ``"nn.conv2d"``.
+    num_inputs : int
+        Number of arguments, or -1 for a variable number (``concatenate`` takes a tuple: 1).
+    type_rel : callable
+        ``type_rel(arg_types, attrs) -> Type``; raises :class:`KilnTypeError` with the reason.
+    reference : callable
+        ``reference(arrays, attrs, out_type) -> ndarray | tuple[ndarray, ...]``.
+    pattern : OpPattern
+        Fusion pattern.
+    attrs_type : type or None
+        The :class:`~kiln.ir.attrs.Attrs` subclass of its attributes.
+    compute : callable or None
+        Tensor-expression compute used by code generation (registered by ``kiln.op.compute``).
+    hooks : dict
+        Optional per-op rules used by passes (``"convert_layout"``, ``"fold_scale"``, ...).
+    doc : str
+        One-line description.
+    """
+
+    name: str
+    num_inputs: int
+    type_rel: TypeRel
+    reference: Reference
+    pattern: OpPattern
+    attrs_type: type | None = None
+    compute: Callable[..., Any] | None = None
+    hooks: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    doc: str = ""
+
+    @property
+    def op(self) -> Op:
+        """The IR node naming this operator."""
+        return Op.get(self.name)
+
+
+_REGISTRY: dict[str, OpDef] = {}
+
+
+def register_op(
+    name: str,
+    *,
+    num_inputs: int,
+    type_rel: TypeRel,
+    reference: Reference,
+    pattern: OpPattern,
+    attrs_type: type | None = None,
+    doc: str = "",
+) -> OpDef:
+    """Declare an operator; returns its :class:`OpDef` (hooks can be added to it afterwards)."""
+    if name in _REGISTRY:
+        raise ValueError(f"operator {name!r} is registered twice")
+    op_def = OpDef(name, num_inputs, type_rel, reference, pattern, attrs_type, doc=doc)
+    _REGISTRY[name] = op_def
+    Op._table[name] = Op(name)
+    return op_def
+
+
+def get_op_def(name: str) -> OpDef:
+    """The registry entry of operator ``name``."""
+    if name not in _REGISTRY:
+        import kiln.op  # noqa: F401  (loads every family)
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"no operator named {name!r} is registered") from None
+
+
+def all_ops() -> dict[str, OpDef]:
+    """Every registered operator, by name."""
+    import kiln.op  # noqa: F401
+
+    return dict(_REGISTRY)
+
+
+def make_call(
+    name: str,
+    args: Sequence[Expr],
+    attrs: Attrs | None = None,
+    source_names: Sequence[str] = (),
+) -> Call:
+    """Build a call of operator ``name``, checking the argument count and attrs class."""
+    op_def = get_op_def(name)
+    if op_def.num_inputs >= 0 and len(args) != op_def.num_inputs:
+        raise KilnTypeError(f"{name} takes {op_def.num_inputs} argument(s), got {len(args)}")
+    if op_def.attrs_type is not None and attrs is not None and not isinstance(attrs, op_def.attrs_type):
+        raise TypeError(f"{name} takes {op_def.attrs_type.__name__}, got {type(attrs).__name__}")
+    return Call(op_def.op, list(args), attrs, source_names=tuple(source_names))
+
+
+# --- helpers for type relations ---------------------------------------------------------------
+
+def tensor_arg(types: list[Type], i: int, op: str, what: str = "") -> TensorType:
+    """Argument ``i`` as a TensorType, or a type error naming the op and argument."""
+    if i >= len(types):
+        raise KilnTypeError(f"{op}: missing argument {i}")
+    ty = types[i]
+    if not isinstance(ty, TensorType):
+        label = what or f"argument {i}"
+        raise KilnTypeError(f"{op}: {label} must be a tensor, got {ty}")
+    return ty
+
+
+def tuple_arg(types: list[Type], i: int, op: str) -> TupleType:
+    """Argument ``i`` as a TupleType of tensors."""
+    ty = types[i]
+    if not isinstance(ty, TupleType) or not all(isinstance(f, TensorType) for f in ty.fields):
+        raise KilnTypeError(f"{op}: argument {i} must be a tuple of tensors, got {ty}")
+    return ty
+
+
+def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...], op: str = "") -> tuple[int, ...]:
+    """NumPy broadcasting of two shapes, or a type error naming both."""
+    out = []
+    for i in range(1, max(len(a), len(b)) + 1):
+        x = a[-i] if i <= len(a) else 1
+        y = b[-i] if i <= len(b) else 1
+        if x != y and x != 1 and y != 1:
+            raise KilnTypeError(f"{op}: shapes {a} and {b} do not broadcast "
+                                f"(dimension -{i}: {x} vs {y})")
+        out.append(y if x == 1 else x)
+    return tuple(reversed(out))
+
+
+def normalize_axis(axis: int, ndim: int, op: str) -> int:
+    """``axis`` in ``[0, ndim)``, accepting negative values; a type error when out of range."""
+    if not -ndim <= axis < max(ndim, 1):
+        raise KilnTypeError(f"{op}: axis {axis} is out of range for a {ndim}-d tensor")
+    return axis % ndim if ndim else 0

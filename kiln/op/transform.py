@@ -1,0 +1,5 @@
+"""Operator family: transform (being written)."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""``relay.image``: image operator builders (resize)."""
+
+from kiln.op.image import *

@@ -1,0 +1,5 @@
+"""``relay.nn``: neural-network operator builders (conv, dense, pooling, normalisation, ...)."""
+
+from kiln.op.conv import *
+from kiln.op.nn import *
+from kiln.op.pool import *

@@ -1,0 +1,1 @@
+"""External-compiler support (``relay.op.contrib``)."""

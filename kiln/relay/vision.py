@@ -1,0 +1,3 @@
+"""``relay.vision``: detection operator builders."""
+
+from kiln.op.vision import *

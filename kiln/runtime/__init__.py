@@ -1,0 +1,35 @@
+"""Runtime: tensors, devices, params format, graph model, loaded modules and executors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kiln.runtime.ndarray import Device, NDArray, array, cpu, device, empty
+
+__all__ = [
+    "Device",
+    "Module",
+    "NDArray",
+    "array",
+    "cpu",
+    "device",
+    "empty",
+    "load_module",
+    "load_param_dict",
+    "save_param_dict",
+]
+
+_LAZY = {
+    "save_param_dict": "kiln.runtime.params",
+    "load_param_dict": "kiln.runtime.params",
+    "load_module": "kiln.runtime.module",
+    "Module": "kiln.runtime.module",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'kiln.runtime' has no attribute {name!r}")
