@@ -41,7 +41,7 @@ _erf = np.frompyfunc(math.erf, 1, 1)
 
 
 def _ref_erf(x: np.ndarray) -> np.ndarray:
-    return _erf(x.astype(np.float64)).astype(np.float64)
+    return np.asarray(_erf(x.astype(np.float64)), dtype=np.float64)
 
 
 def _ref_sigmoid(x: np.ndarray) -> np.ndarray:

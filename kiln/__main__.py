@@ -1,0 +1,5 @@
+"""``python -m kiln``: the command line."""
+
+from kiln.cli.main import main
+
+raise SystemExit(main())

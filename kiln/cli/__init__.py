@@ -1,0 +1,1 @@
+"""Kiln's command line: ``kiln demo|compile|run|debug|inspect|calibrate|tune|records``."""
