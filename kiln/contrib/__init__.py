@@ -1,1 +1,14 @@
-"""``tvm.contrib``: graph executor and debugger."""
+"""``tvm.contrib``: the graph executor and the debugger (loaded on first use)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["debugger", "graph_executor"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        return importlib.import_module(f"kiln.contrib.{name}")
+    raise AttributeError(f"module 'kiln.contrib' has no attribute {name!r}")

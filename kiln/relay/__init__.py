@@ -30,6 +30,7 @@ from kiln.ir import (
 from kiln.ir.expr import Op
 from kiln.op import *
 from kiln.relay import analysis, expr_functor, image, nn, op, transform, vision
+from kiln.runtime.params import load_param_dict, save_param_dict
 from kiln.transform.pass_infra import PassContext
 
 __all__ = [
@@ -57,9 +58,11 @@ __all__ = [
     "expr_functor",
     "frontend",
     "image",
+    "load_param_dict",
     "nn",
     "op",
     "optimize",
+    "save_param_dict",
     "testing",
     "transform",
     "var",

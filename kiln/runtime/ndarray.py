@@ -77,7 +77,9 @@ class NDArray:
     def __init__(self, data: Any, device: Device | None = None, copy: bool = True):
         arr = data._array if isinstance(data, NDArray) else np.asarray(data)
         as_dtype(arr.dtype)
-        self._array = np.array(arr, order="C", copy=True) if copy else np.ascontiguousarray(arr)
+        if copy or not arr.flags.c_contiguous:
+            arr = np.array(arr, order="C", copy=True)
+        self._array = arr  # (np.ascontiguousarray would turn a 0-d array into 1-d)
         self.device = device or cpu()
 
     @property

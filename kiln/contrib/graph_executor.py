@@ -1,0 +1,42 @@
+"""``tvm.contrib.graph_executor``: create a graph executor from graph JSON and a library.
+
+The executor itself lives in :mod:`kiln.runtime.graph_executor`; this is TVM's entry point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kiln.runtime.graph_executor import GraphExecutor, GraphModule
+from kiln.runtime.module import Module
+from kiln.runtime.ndarray import Device
+
+__all__ = ["GraphModule", "create"]
+
+
+def create(graph_json_str: str, libmod: Module, device: Device | Sequence[Device]) -> GraphModule:
+    """An executor for ``graph_json_str`` with kernels from ``libmod``.
+
+    Parameters
+    ----------
+    graph_json_str : str
+        The graph JSON (``lib.get_graph_json()`` or ``lib["get_graph_json"]()``).
+    libmod : Module
+        A kernel library, or a module importing one (a build result or a loaded artifact).
+    device : Device or sequence of Device
+        The CPU.
+
+    Returns
+    -------
+    GraphModule
+        The executor. Params are not set: call ``load_params`` or ``set_input``.
+
+    Examples
+    --------
+    >>> lib = kiln.runtime.load_module("net.so")  # doctest: +SKIP
+    >>> m = create(lib["get_graph_json"](), lib, kiln.cpu())  # doctest: +SKIP
+    """
+    if not isinstance(graph_json_str, str):
+        raise TypeError(f"graph_json_str must be the graph JSON text, got "
+                        f"{type(graph_json_str).__name__}")
+    return GraphModule(GraphExecutor(graph_json_str, libmod, device))

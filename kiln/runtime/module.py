@@ -1,0 +1,274 @@
+"""Runtime modules: TVM's ``runtime.Module`` shape, kernel libraries, and ``load_module``.
+
+A :class:`Module` exposes named functions (``mod["get_graph_json"]()``) and may import other
+modules, as TVM's do. A :class:`KernelLibrary` is a module whose functions are the kernels graph
+nodes call by ``func_name``. Every kernel follows one ABI, whatever implements it: it takes the
+fused function's input arrays then its output arrays (dense, row-major, of the exact shapes and
+dtypes the kernel was built for) and writes the outputs in place.
+
+Kernel libraries:
+
+- :class:`~kiln.runtime.native.NativeLibrary`: compiled C in a shared library (the ``c`` target);
+- :class:`~kiln.runtime.numpy_library.NumpyLibrary`: fused functions run by the reference
+  interpreter (the ``numpy`` target);
+- :class:`~kiln.runtime.numpy_library.PythonLibrary`: plain Python callables (custom kernels).
+
+:func:`load_module` reads what ``export_library`` wrote: a Kiln shared library or Kiln's portable
+container for the ``numpy`` target, and returns the ``GraphExecutorFactory`` module it holds.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kiln.errors import KilnError, RuntimeFormatError
+
+__all__ = [
+    "FunctionNotFoundError",
+    "Kernel",
+    "KernelError",
+    "KernelLibrary",
+    "Module",
+    "Signature",
+    "check_args",
+    "load_module",
+]
+
+
+class FunctionNotFoundError(KilnError, AttributeError):
+    """A module has no function of the requested name (an ``AttributeError``, as in TVM)."""
+
+
+class KernelError(KilnError):
+    """A kernel was called with wrong arguments, or reported a failure."""
+
+
+class Module:
+    """A runtime module: named functions plus imported modules (TVM's ``runtime.Module``)."""
+
+    type_key = "module"
+
+    def __init__(self) -> None:
+        self._imports: list[Module] = []
+
+    @property
+    def imported_modules(self) -> list[Module]:
+        """Modules this one imports (a copy of the list)."""
+        return list(self._imports)
+
+    def import_module(self, module: Module) -> None:
+        """Add ``module`` to the imports (its functions become reachable with ``query_imports``)."""
+        if not isinstance(module, Module):
+            raise TypeError(f"import_module takes a Module, got {type(module).__name__}")
+        self._imports.append(module)
+
+    def _function(self, name: str) -> Callable[..., Any] | None:
+        """This module's own function ``name``, or None (subclasses provide their functions)."""
+        return None
+
+    def get_function(self, name: str, query_imports: bool = False) -> Callable[..., Any]:
+        """The function called ``name``.
+
+        Parameters
+        ----------
+        name : str
+            The function name.
+        query_imports : bool
+            Also look in imported modules (depth first).
+
+        Raises
+        ------
+        FunctionNotFoundError
+            No such function.
+        """
+        fn = self._function(name)
+        if fn is None and query_imports:
+            for mod in self._walk_imports():
+                fn = mod._function(name)
+                if fn is not None:
+                    break
+        if fn is None:
+            raise FunctionNotFoundError(f"Module[{self.type_key}] has no function {name!r}")
+        return fn
+
+    def implemented(self, name: str) -> bool:
+        """Whether ``get_function(name)`` would succeed."""
+        return self._function(name) is not None
+
+    def __getitem__(self, name: str) -> Callable[..., Any]:
+        if not isinstance(name, str):
+            raise TypeError(f"function names are strings, got {type(name).__name__}")
+        return self.get_function(name)
+
+    def _walk_imports(self) -> Iterator[Module]:
+        seen: set[int] = {id(self)}
+        stack = list(reversed(self._imports))
+        while stack:
+            mod = stack.pop()
+            if id(mod) in seen:
+                continue
+            seen.add(id(mod))
+            yield mod
+            stack.extend(reversed(mod._imports))
+
+    def find_kernel(self, func_name: str) -> Kernel | None:
+        """The kernel ``func_name`` from this module or its imports, or None."""
+        for mod in (self, *self._walk_imports()):
+            if isinstance(mod, KernelLibrary):
+                kernel = mod.kernel(func_name)
+                if kernel is not None:
+                    return kernel
+        return None
+
+    def export_library(self, file_name: str | Path) -> None:
+        """Write the module to one self-contained file (only build results can be exported)."""
+        raise KilnError(f"Module[{self.type_key}] cannot be exported; export the factory module "
+                        "that relay.build returned")
+
+    def __repr__(self) -> str:
+        return f"Module({self.type_key}, {id(self):#x})"
+
+
+class Kernel(abc.ABC):
+    """One kernel of a library: call it on arrays, or bind arrays once and call repeatedly.
+
+    Parameters
+    ----------
+    name : str
+        Its symbol (the graph-JSON ``func_name``).
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+
+    @abc.abstractmethod
+    def bind(self, arrays: Sequence[np.ndarray]) -> Callable[[], None]:
+        """A zero-argument callable running the kernel on ``arrays`` (inputs then outputs).
+
+        Checks happen here, once: the returned callable does no validation or allocation.
+        """
+
+    def __call__(self, *arrays: Any) -> None:
+        """Run the kernel on arrays (NumPy arrays or NDArrays); outputs are written in place."""
+        self.bind([_as_array(a, self.name, i) for i, a in enumerate(arrays)])()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name})"
+
+
+def _as_array(value: Any, kernel: str, i: int) -> np.ndarray:
+    from kiln.runtime.ndarray import NDArray
+
+    if isinstance(value, NDArray):
+        return value.view_numpy()
+    if isinstance(value, np.ndarray):
+        return value
+    raise KernelError(f"kernel {kernel}: argument {i} must be a NumPy array or NDArray, got "
+                      f"{type(value).__name__}")
+
+
+Signature = tuple[tuple[tuple[int, ...], str], ...]
+"""The (shape, dtype) of each kernel argument, inputs then outputs."""
+
+
+def check_args(kernel: str, arrays: Sequence[np.ndarray], signature: Signature | None = None) -> None:
+    """Raise :class:`KernelError` unless the arrays are dense and match ``signature`` (if known).
+
+    Parameters
+    ----------
+    kernel : str
+        The kernel's name (for messages).
+    arrays : sequence of numpy.ndarray
+        Its arguments, inputs then outputs.
+    signature : tuple of (shape, dtype), optional
+        What the kernel was built for.
+    """
+    from kiln.ir.types import np_dtype
+
+    if signature is not None and len(arrays) != len(signature):
+        raise KernelError(f"kernel {kernel} takes {len(signature)} arrays (inputs then outputs), "
+                          f"got {len(arrays)}")
+    for i, a in enumerate(arrays):
+        if not isinstance(a, np.ndarray):
+            raise KernelError(f"kernel {kernel}: argument {i} must be a NumPy array, got "
+                              f"{type(a).__name__}")
+        if not (a.flags.c_contiguous and a.flags.aligned):
+            raise KernelError(f"kernel {kernel}: argument {i} (shape {a.shape}, {a.dtype}) must "
+                              "be a C-contiguous, aligned array")
+        if signature is not None:
+            shape, dtype = signature[i]
+            if a.shape != tuple(shape) or a.dtype != np_dtype(dtype):
+                raise KernelError(f"kernel {kernel}: argument {i} must be {tuple(shape)} {dtype}, "
+                                  f"got {a.shape} {a.dtype}")
+
+
+class KernelLibrary(Module):
+    """A module whose functions are kernels, looked up by symbol name."""
+
+    type_key = "library"
+
+    @abc.abstractmethod
+    def kernel(self, name: str) -> Kernel | None:
+        """The kernel ``name``, or None when the library has no such symbol."""
+
+    def _function(self, name: str) -> Callable[..., Any] | None:
+        return self.kernel(name)
+
+
+# --- loading exported files --------------------------------------------------------------------
+
+def load_module(path: str | Path, fmt: str = "") -> Module:
+    """Load what ``export_library`` wrote (``tvm.runtime.load_module``).
+
+    Parameters
+    ----------
+    path : str or Path
+        A Kiln shared library (``.so``) or a Kiln ``numpy`` container.
+    fmt : str
+        Accepted for TVM compatibility; the format is recognised from the file's contents.
+
+    Returns
+    -------
+    Module
+        The ``GraphExecutorFactory`` module with the graph JSON, params and kernels
+        (``lib["default"](dev)``, ``lib["get_graph_json"]()``, ...). A shared library without an
+        embedded graph loads as a plain kernel library.
+
+    Raises
+    ------
+    RuntimeFormatError
+        The file is missing, truncated, corrupt or not a Kiln artifact; the message says which.
+    """
+    from kiln.runtime.export import CONTAINER_MAGIC, decode_module_blob, read_container
+    from kiln.runtime.factory import GraphExecutorFactoryModule
+    from kiln.runtime.graph_json import parse_graph_json
+    from kiln.runtime.native import NativeLibrary
+    from kiln.runtime.numpy_library import NumpyLibrary
+
+    path = Path(path)
+    if not path.is_file():
+        raise RuntimeFormatError(f"load_module: {path} does not exist or is not a file")
+    with path.open("rb") as f:
+        head = f.read(16)
+    if head.startswith(b"\x7fELF"):
+        lib = NativeLibrary(path)
+        payload = lib.module_blob()
+        if payload is None:
+            return lib
+        blob = decode_module_blob(payload, f"module blob in {path}")
+        lib.signatures.update(parse_graph_json(blob.graph_json).kernel_signatures())
+        return GraphExecutorFactoryModule(blob.graph_json, lib, blob.params, blob.module_name,
+                                          blob.metadata)
+    if head.startswith(CONTAINER_MAGIC):
+        payload, functions = read_container(path.read_bytes(), str(path))
+        blob = decode_module_blob(payload, f"module blob in {path}")
+        numpy_lib = NumpyLibrary(functions)
+        return GraphExecutorFactoryModule(blob.graph_json, numpy_lib, blob.params,
+                                          blob.module_name, blob.metadata)
+    raise RuntimeFormatError(f"load_module: {path} is neither a Kiln shared library nor a Kiln "
+                             f"numpy container (it starts with {head[:8]!r})")
