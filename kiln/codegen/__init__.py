@@ -11,9 +11,19 @@ from kiln.codegen.compiler import (
 
 __all__ = [
     "CacheInfo",
+    "build_native",
     "cache_info",
     "clear_cache",
     "compile_cached",
     "compile_shared",
     "prune_cache",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # build_native pulls in the whole TE stack: load it on first use.
+    if name == "build_native":
+        from kiln.codegen.native import build_native
+
+        return build_native
+    raise AttributeError(f"module 'kiln.codegen' has no attribute {name!r}")

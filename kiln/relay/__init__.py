@@ -83,7 +83,7 @@ def __getattr__(name: str) -> Any:
         from kiln import build_module
 
         return getattr(build_module, name)
-    if name in ("frontend", "testing"):
+    if name in ("frontend", "testing", "build_module"):
         import importlib
 
         return importlib.import_module(f"kiln.relay.{name}")

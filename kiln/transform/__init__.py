@@ -1,6 +1,14 @@
 """Passes over IRModules and the pass infrastructure (``PassContext``, ``Sequential``, ...)."""
 
+from kiln.transform.bind_params import bind_params_by_name
+from kiln.transform.canonicalize_ops import CanonicalizeOps
+from kiln.transform.dead_code import DeadCodeElimination, ToGraphNormalForm
+from kiln.transform.eliminate_common_subexpr import EliminateCommonSubexpr
+from kiln.transform.fold_constant import FoldConstant, FoldConstantExpr
+from kiln.transform.fold_scale_axis import BackwardFoldScaleAxis, FoldScaleAxis, ForwardFoldScaleAxis
+from kiln.transform.fuse_ops import DefuseOps, FuseOps
 from kiln.transform.infer_type import InferType, infer_expr_type, infer_type
+from kiln.transform.inline import Inline, RemoveUnusedFunctions
 from kiln.transform.pass_infra import (
     DumpIR,
     FunctionPass,
@@ -14,18 +22,36 @@ from kiln.transform.pass_infra import (
     function_pass,
     module_pass,
 )
+from kiln.transform.simplify_expr import SimplifyExpr
+from kiln.transform.simplify_inference import SimplifyInference
 
 __all__ = [
+    "BackwardFoldScaleAxis",
+    "CanonicalizeOps",
+    "DeadCodeElimination",
+    "DefuseOps",
     "DumpIR",
+    "EliminateCommonSubexpr",
+    "FoldConstant",
+    "FoldConstantExpr",
+    "FoldScaleAxis",
+    "ForwardFoldScaleAxis",
     "FunctionPass",
+    "FuseOps",
     "InferType",
+    "Inline",
     "ModulePass",
     "Pass",
     "PassContext",
     "PassInfo",
     "PassInstrument",
     "PassTimingInstrument",
+    "RemoveUnusedFunctions",
     "Sequential",
+    "SimplifyExpr",
+    "SimplifyInference",
+    "ToGraphNormalForm",
+    "bind_params_by_name",
     "function_pass",
     "infer_expr_type",
     "infer_type",

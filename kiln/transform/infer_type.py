@@ -30,7 +30,7 @@ from kiln.ir.visitor import post_order, rewrite
 from kiln.op.registry import get_op_def
 from kiln.transform.pass_infra import ModulePass, PassInfo
 
-__all__ = ["InferType", "infer_expr_type", "infer_type"]
+__all__ = ["InferType", "infer_expr_type", "infer_node_type", "infer_type"]
 
 
 def _describe(call: Call) -> str:
@@ -197,6 +197,13 @@ def infer_expr_type(expr: Expr, mod: IRModule | None = None) -> Type:
     if ty is None:
         raise KilnTypeError(f"{type(expr).__name__} has no type")
     return ty
+
+
+def infer_node_type(node: Expr, mod: IRModule | None = None) -> Type:
+    """Type ``node`` whose children are already typed (O(1), for rewrites); returns its type."""
+    if not node.has_type:
+        node._set_checked_type(_Inferencer(mod).node_type(node))
+    return node.checked_type
 
 
 def InferType() -> ModulePass:

@@ -1,0 +1,396 @@
+"""SimplifyExpr: algebraic and shape clean-ups (TVM's ``SimplifyExpr``, opt level 0).
+
+The rules, in TVM's order: ``*_like`` ops with static shapes become their explicit forms,
+``x + x`` becomes ``x * 2``, ``a / sqrt(x)`` becomes ``a * rsqrt(x)``, identities disappear
+(``x + 0``, ``x - 0``, ``x * 1``, ``x / 1`` when the result has ``x``'s type), reshape and transpose
+chains collapse and no-op ones vanish, casts to the same dtype and widening double casts simplify,
+``full``-like operands of broadcasting ops become scalars, constant multiplies and adds regroup
+(``(x + c1) * c2 -> x * c2 + c1 * c2``, ``x * c1 * c2 -> x * (c1 * c2)``) so FoldScaleAxis and
+FoldConstant find them, and clips that cannot cut anything (``clip(uint8, 0, 255)``) go away.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import kiln.op as K
+from kiln.ir.expr import Call, Constant, Expr, Function
+from kiln.ir.module import IRModule
+from kiln.ir.types import np_dtype
+from kiln.op.registry import OpPattern, get_op_def
+from kiln.transform.fold_constant import fold_constant
+from kiln.transform.pass_infra import FunctionPass, PassContext, PassInfo
+from kiln.transform.rewrite import (
+    Rule,
+    const_array,
+    graph_rewrite,
+    is_op,
+    op_name,
+    scalar_value,
+    tensor_type,
+)
+
+__all__ = ["RESHAPE_OPS", "SimplifyExpr", "pm_simplify_expr", "simplify_expr"]
+
+# Operators that only reinterpret the shape of a dense buffer (TVM's ``TReshapeOp``).
+RESHAPE_OPS = frozenset({"reshape", "expand_dims", "squeeze", "nn.batch_flatten",
+                         "contrib_reverse_reshape"})
+
+
+# --- *_like ops with static shapes ----------------------------------------------------------
+
+def _zeros_like(call: Call) -> Expr | None:
+    """``zeros_like(x) -> zeros(shape)``."""
+    out = tensor_type(call)
+    return K.zeros(out.shape, out.dtype) if out is not None else None
+
+
+def _ones_like(call: Call) -> Expr | None:
+    """``ones_like(x) -> ones(shape)``."""
+    out = tensor_type(call)
+    return K.ones(out.shape, out.dtype) if out is not None else None
+
+
+def _full_like(call: Call) -> Expr | None:
+    """``full_like(x, v) -> full(v, shape)``."""
+    out = tensor_type(call)
+    return K.full(call.args[1], out.shape, out.dtype) if out is not None else None
+
+
+def _reshape_like(call: Call) -> Expr | None:
+    """``reshape_like(x, y) -> reshape(x, shape)``."""
+    out = tensor_type(call)
+    return K.reshape(call.args[0], out.shape) if out is not None else None
+
+
+def _broadcast_to_like(call: Call) -> Expr | None:
+    """``broadcast_to_like(x, y) -> broadcast_to(x, shape)``."""
+    out = tensor_type(call)
+    return K.broadcast_to(call.args[0], out.shape) if out is not None else None
+
+
+def _cast_like(call: Call) -> Expr | None:
+    """``cast_like(x, y) -> cast(x, dtype of y)``."""
+    out = tensor_type(call)
+    return K.cast(call.args[0], out.dtype) if out is not None else None
+
+
+# --- arithmetic ---------------------------------------------------------------------------------
+
+def _add_self(call: Call) -> Expr | None:
+    """``x + x -> x * 2``."""
+    x, y = call.args
+    out = tensor_type(call)
+    if x is not y or out is None:
+        return None
+    return K.multiply(x, Constant(np.asarray(2, dtype=np_dtype(out.dtype))))
+
+
+def _div_sqrt(call: Call) -> Expr | None:
+    """``a / sqrt(x) -> a * rsqrt(x)``."""
+    num, den = call.args
+    if not is_op(den, "sqrt"):
+        return None
+    assert isinstance(den, Call)
+    return K.multiply(num, K.rsqrt(den.args[0]))
+
+
+def _identity_value(expr: Expr) -> float | None:
+    """The value of an operand that is the same everywhere: a one-element constant or zeros/ones."""
+    name = op_name(expr)
+    if name in ("zeros", "zeros_like"):
+        return 0.0
+    if name in ("ones", "ones_like"):
+        return 1.0
+    return scalar_value(expr)
+
+
+def _identity(call: Call, neutral: float, commutative: bool) -> Expr | None:
+    out = tensor_type(call)
+    if out is None:
+        return None
+    candidates = [(call.args[0], call.args[1])]
+    if commutative:
+        candidates.append((call.args[1], call.args[0]))
+    for x, other in candidates:
+        if _identity_value(other) == neutral and x.checked_type == out:
+            return x
+    return None
+
+
+def _add_zero(call: Call) -> Expr | None:
+    """``x + 0 -> x`` and ``0 + x -> x`` (when the result has ``x``'s type)."""
+    return _identity(call, 0.0, commutative=True)
+
+
+def _sub_zero(call: Call) -> Expr | None:
+    """``x - 0 -> x``."""
+    return _identity(call, 0.0, commutative=False)
+
+
+def _mul_one(call: Call) -> Expr | None:
+    """``x * 1 -> x`` and ``1 * x -> x``."""
+    return _identity(call, 1.0, commutative=True)
+
+
+def _div_one(call: Call) -> Expr | None:
+    """``x / 1 -> x``."""
+    return _identity(call, 1.0, commutative=False)
+
+
+def _split_const(call: Call) -> tuple[Expr, Constant] | None:
+    """``(x, c)`` for a binary call with exactly one constant operand."""
+    a, b = call.args
+    if isinstance(b, Constant) and not isinstance(a, Constant):
+        return a, b
+    if isinstance(a, Constant) and not isinstance(b, Constant):
+        return b, a
+    return None
+
+
+def _fold(expr: Expr) -> Constant:
+    out = fold_constant(expr)
+    assert isinstance(out, Constant)
+    return out
+
+
+def _switch_add_mul(call: Call) -> Expr | None:
+    """``(x + c1) * c2 -> x * c2 + c1 * c2``."""
+    outer = _split_const(call)
+    if outer is None or not is_op(outer[0], "add"):
+        return None
+    inner_call, c2 = outer
+    assert isinstance(inner_call, Call)
+    inner = _split_const(inner_call)
+    if inner is None:
+        return None
+    x, c1 = inner
+    return K.add(K.multiply(x, c2), _fold(K.multiply(c1, c2)))
+
+
+def _make_regroup(name: str) -> Rule:
+    def regroup(call: Call) -> Expr | None:
+        outer = _split_const(call)
+        if outer is None or not is_op(outer[0], name):
+            return None
+        inner_call, c2 = outer
+        assert isinstance(inner_call, Call)
+        inner = _split_const(inner_call)
+        if inner is None:
+            return None
+        x, c1 = inner
+        builder = getattr(K, name)
+        return builder(x, _fold(builder(c1, c2)))
+
+    regroup.__doc__ = f"``{name}({name}(x, c1), c2) -> {name}(x, {name}(c1, c2))``."
+    return Rule(f"{name}_{name}_const", name, regroup)
+
+
+# --- shapes -----------------------------------------------------------------------------------
+
+def _reshape_chain(call: Call) -> Expr | None:
+    """``reshape(r(x)) -> reshape(x)`` for any reshape-like ``r``."""
+    inner = call.args[0]
+    out = tensor_type(call)
+    if op_name(inner) not in RESHAPE_OPS or out is None:
+        return None
+    assert isinstance(inner, Call)
+    return K.reshape(inner.args[0], out.shape)
+
+
+def _noop_reshape(call: Call) -> Expr | None:
+    """``r(x) -> x`` for a reshape-like ``r`` that keeps the shape."""
+    x = call.args[0]
+    return x if x.checked_type == call.checked_type else None
+
+
+def _permutation(call: Call) -> tuple[int, ...] | None:
+    """The axis order of a transpose (``out[i] = in[perm[i]]``)."""
+    x = tensor_type(call.args[0])
+    if x is None:
+        return None
+    axes = call.attrs.axes
+    ndim = x.ndim
+    if axes is None:
+        return tuple(range(ndim - 1, -1, -1))
+    return tuple(int(a) % ndim for a in axes)
+
+
+def _transpose_chain(call: Call) -> Expr | None:
+    """``transpose(transpose(x, p), q) -> transpose(x, p[q])``."""
+    inner = call.args[0]
+    if not is_op(inner, "transpose"):
+        return None
+    assert isinstance(inner, Call)
+    p, q = _permutation(inner), _permutation(call)
+    if p is None or q is None:
+        return None
+    return K.transpose(inner.args[0], [p[i] for i in q])
+
+
+def _noop_transpose(call: Call) -> Expr | None:
+    """``transpose(x, identity) -> x``."""
+    perm = _permutation(call)
+    if perm is None or perm != tuple(range(len(perm))):
+        return None
+    return call.args[0]
+
+
+# --- casts and clips --------------------------------------------------------------------------
+
+def _same_cast(call: Call) -> Expr | None:
+    """``cast(x, dtype of x) -> x``."""
+    x = call.args[0]
+    return x if x.checked_type == call.checked_type else None
+
+
+_MANTISSA_BITS = {2: 11, 4: 24, 8: 53}  # float16, float32, float64 (with the implicit bit)
+
+
+def _is_widening(src: str, dst: str) -> bool:
+    """Whether every value of ``src`` is exactly representable in ``dst``.
+
+    TVM's ``IsWidenCast`` is looser (it treats int32 -> float32 and int8 -> uint8 as widening);
+    Kiln only drops a cast when no value can change.
+    """
+    a, b = np_dtype(src), np_dtype(dst)
+    if a.kind == "b":
+        return True
+    if a.kind == b.kind:
+        return a.itemsize <= b.itemsize
+    if a.kind == "u" and b.kind == "i":
+        return a.itemsize < b.itemsize
+    if a.kind in "iu" and b.kind == "f":
+        return 8 * a.itemsize - (a.kind == "i") <= _MANTISSA_BITS[b.itemsize]
+    return False
+
+
+def _cast_chain(call: Call) -> Expr | None:
+    """``cast(cast(x, wider), t) -> cast(x, t)``."""
+    inner = call.args[0]
+    if not is_op(inner, "cast"):
+        return None
+    assert isinstance(inner, Call)
+    x, mid, out = tensor_type(inner.args[0]), tensor_type(inner), tensor_type(call)
+    if x is None or mid is None or out is None or not _is_widening(x.dtype, mid.dtype):
+        return None
+    return K.cast(inner.args[0], out.dtype)
+
+
+def _dtype_range(dtype: str) -> tuple[float, float]:
+    """The values a tensor of ``dtype`` can hold (floats: infinities included)."""
+    np_type = np_dtype(dtype)
+    if np_type.kind == "b":
+        return 0.0, 1.0
+    if np_type.kind == "f":
+        return -np.inf, np.inf
+    info = np.iinfo(np_type)
+    return float(info.min), float(info.max)
+
+
+def _redundant_clip(call: Call) -> Expr | None:
+    """``clip(x, lo, hi) -> x`` when ``[lo, hi]`` covers every value of x's dtype."""
+    out = tensor_type(call)
+    if out is None:
+        return None
+    lo, hi = _dtype_range(out.dtype)
+    if call.attrs.a_min <= lo and call.attrs.a_max >= hi:
+        return call.args[0]
+    return None
+
+
+# --- full operands of broadcasting ops ----------------------------------------------------------
+
+def _fill_scalar(expr: Expr, dtype: str) -> Constant | None:
+    name = op_name(expr)
+    value: float | None = None
+    if name in ("zeros", "zeros_like"):
+        value = 0.0
+    elif name in ("ones", "ones_like"):
+        value = 1.0
+    elif name in ("full", "full_like"):
+        assert isinstance(expr, Call)
+        fill = const_array(expr.args[-1])
+        if fill is None or fill.size != 1:
+            return None
+        return Constant(fill.reshape(()).astype(np_dtype(dtype)))
+    if value is None:
+        return None
+    return Constant(np.asarray(value, dtype=np_dtype(dtype)))
+
+
+def _full_elementwise(call: Call) -> Expr | None:
+    """``op(x, full(v)) -> op(x, v)`` for a broadcasting binary ``op`` keeping x's type."""
+    name = op_name(call)
+    if name is None or len(call.args) != 2 or get_op_def(name).pattern != OpPattern.BROADCAST:
+        return None
+    out = tensor_type(call)
+    if out is None:
+        return None
+    for i in (0, 1):
+        fill, x = call.args[i], call.args[1 - i]
+        fill_type = tensor_type(fill)
+        if fill_type is None or x.checked_type != out:
+            continue
+        scalar = _fill_scalar(fill, fill_type.dtype)
+        if scalar is not None:
+            args = [x, scalar] if i == 1 else [scalar, x]
+            return Call(call.op, args, call.attrs, source_names=call.source_names)
+    return None
+
+
+pm_simplify_expr = [
+    Rule("zeros_like", "zeros_like", _zeros_like),  # zeros_like(x) -> zeros(shape)
+    Rule("ones_like", "ones_like", _ones_like),  # ones_like(x) -> ones(shape)
+    Rule("full_like", "full_like", _full_like),  # full_like(x, v) -> full(v, shape)
+    Rule("reshape_like", "reshape_like", _reshape_like),  # reshape_like(x, y) -> reshape(x, shape)
+    Rule("broadcast_to_like", "broadcast_to_like", _broadcast_to_like),  # -> broadcast_to(x, shape)
+    Rule("cast_like", "cast_like", _cast_like),  # cast_like(x, y) -> cast(x, dtype)
+    Rule("add_self", "add", _add_self),  # x + x -> x * 2
+    Rule("div_sqrt", "divide", _div_sqrt),  # a / sqrt(x) -> a * rsqrt(x)
+    Rule("add_zero", "add", _add_zero),  # x + 0 -> x
+    Rule("sub_zero", "subtract", _sub_zero),  # x - 0 -> x
+    Rule("mul_one", "multiply", _mul_one),  # x * 1 -> x
+    Rule("div_one", "divide", _div_one),  # x / 1 -> x
+    Rule("reshape_chain", "reshape", _reshape_chain),  # reshape(reshape(x)) -> reshape(x)
+    *[Rule(f"noop_{name}", name, _noop_reshape)  # reshape(x) to its own shape -> x
+      for name in sorted(RESHAPE_OPS)],
+    Rule("transpose_chain", "transpose", _transpose_chain),  # transpose(transpose(x)) -> transpose(x)
+    Rule("noop_transpose", "transpose", _noop_transpose),  # transpose(x, identity) -> x
+    Rule("same_cast", "cast", _same_cast),  # cast(x: t, t) -> x
+    Rule("cast_chain", "cast", _cast_chain),  # cast(cast(x, wider), t) -> cast(x, t)
+    Rule("full_elementwise", Call, _full_elementwise),  # op(x, full(v)) -> op(x, v)
+    Rule("switch_add_mul", "multiply", _switch_add_mul),  # (x + c1) * c2 -> x * c2 + c1 * c2
+    _make_regroup("multiply"),  # x * c1 * c2 -> x * (c1 * c2)
+    _make_regroup("add"),  # x + c1 + c2 -> x + (c1 + c2)
+    Rule("redundant_clip", "clip", _redundant_clip),  # clip(x: uint8, 0, 255) -> x
+]
+
+
+def simplify_expr(expr: Expr, mod: IRModule | None = None) -> Expr:
+    """Apply :data:`pm_simplify_expr` to ``expr`` until nothing changes.
+
+    Parameters
+    ----------
+    expr : Expr
+        A function or expression (not modified).
+    mod : IRModule, optional
+        The module, to type calls of global functions.
+
+    Returns
+    -------
+    Expr
+        The simplified expression.
+    """
+    return graph_rewrite(expr, pm_simplify_expr, what="SimplifyExpr", mod=mod)
+
+
+def SimplifyExpr() -> FunctionPass:
+    """The SimplifyExpr pass (opt level 0)."""
+
+    def run(fn: Function, mod: IRModule, ctx: PassContext) -> Function:
+        out = simplify_expr(fn, mod)
+        assert isinstance(out, Function)
+        return out
+
+    return FunctionPass(run, PassInfo(0, "SimplifyExpr", ("InferType",)))
