@@ -225,6 +225,15 @@ class _GraphBuilder:
 
     def visit_call(self, call: Call) -> None:
         fn = call.op
+        if isinstance(fn, Function) and fn.attrs.get("Compiler"):
+            # an external function (kiln.codegen.external.lower_external): its kernel is the
+            # function's global_symbol in a library the build imports
+            symbol = str(fn.attrs["global_symbol"])
+            inputs = [r for a in call.args for r in self.refs[id(a)]]
+            node = Node.kernel(self.node_names.fresh(symbol), symbol, inputs,
+                               len(flat_tensor_types(call.checked_type)), _node_attrs(fn, call))
+            self.refs[id(call)] = self.add_node(node, call)
+            return
         if isinstance(fn, GlobalVar):
             raise KilnError(f"graph codegen: main calls global function @{fn.name_hint}; the graph "
                             "executor runs fused functions only (inline it with Inline=1; external "

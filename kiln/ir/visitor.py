@@ -104,6 +104,17 @@ def rebuild(node: Expr, new_children: tuple[Expr, ...]) -> Expr:
     old = children(node)
     if len(old) == len(new_children) and all(a is b for a, b in zip(old, new_children)):
         return node
+    new = _rebuild(node, new_children)
+    # Like TVM's copy-on-write rebuilds, keep the known type, but only when it cannot have
+    # changed: every child has the same type as the child it replaces.
+    if node._checked_type is not None and all(
+            a._checked_type is not None and a._checked_type == b._checked_type
+            for a, b in zip(old, new_children)):
+        new._set_checked_type(node._checked_type)
+    return new
+
+
+def _rebuild(node: Expr, new_children: tuple[Expr, ...]) -> Expr:
     if isinstance(node, Call):
         if isinstance(node.op, Function):
             op, args = new_children[0], new_children[1:]
@@ -116,7 +127,9 @@ def rebuild(node: Expr, new_children: tuple[Expr, ...]) -> Expr:
         return TupleGetItem(new_children[0], node.index)
     if isinstance(node, Function):
         *params, body = new_children
-        ret = node.ret_type if body is node.body else None
+        same = body is node.body or (body._checked_type is not None
+                                     and body._checked_type == node.body._checked_type)
+        ret = node.ret_type if same else None
         return Function(params, body, ret, attrs=node.attrs)  # type: ignore[arg-type]
     if isinstance(node, If):
         return If(*new_children)

@@ -30,7 +30,7 @@ from kiln.ir.visitor import post_order, rewrite
 from kiln.op.registry import get_op_def
 from kiln.transform.pass_infra import ModulePass, PassInfo
 
-__all__ = ["InferType", "infer_expr_type", "infer_node_type", "infer_type"]
+__all__ = ["InferType", "check_types", "infer_expr_type", "infer_node_type", "infer_type"]
 
 
 def _describe(call: Call) -> str:
@@ -50,8 +50,11 @@ def _arg_list(types: list[Type]) -> str:
 
 
 class _Inferencer:
-    def __init__(self, mod: IRModule | None):
+    def __init__(self, mod: IRModule | None, dry: bool = False):
         self.mod = mod
+        # dry run (the verifier): types go to a side table, nodes' caches are left untouched
+        self.scratch: dict[int, Type] | None = {} if dry else None
+        self.keep: list[Expr] = []
         self.func_types: dict[str, FuncType] = {}
         self.in_progress: set[str] = set()
         self.where = "expression"
@@ -72,17 +75,30 @@ class _Inferencer:
         self.infer(fn)
         self.where = saved
         self.in_progress.discard(name)
-        ty = fn.checked_type
+        ty = self.ty(fn)
         assert isinstance(ty, FuncType)
         self.func_types[name] = ty
         return ty
 
     # --- expressions -----------------------------------------------------------------------
+    def ty(self, node: Expr) -> Type:
+        """The type of an already visited node."""
+        if node._checked_type is not None:
+            return node._checked_type
+        if self.scratch is not None and id(node) in self.scratch:
+            return self.scratch[id(node)]
+        return node.checked_type  # raises the "not known yet" error
+
     def infer(self, expr: Expr) -> Type | None:
         for node in post_order(expr):
-            if not node.has_type and not isinstance(node, (Op, GlobalVar)):
+            if node.has_type or isinstance(node, (Op, GlobalVar)):
+                continue
+            if self.scratch is None:
                 node._set_checked_type(self.node_type(node))
-        return expr._checked_type
+            elif id(node) not in self.scratch:
+                self.scratch[id(node)] = self.node_type(node)
+                self.keep.append(node)
+        return self.ty(expr)
 
     def node_type(self, node: Expr) -> Type:
         if isinstance(node, Var):
@@ -93,9 +109,9 @@ class _Inferencer:
         if isinstance(node, Constant):
             return node.tensor_type
         if isinstance(node, Tuple):
-            return TupleType(tuple(f.checked_type for f in node.fields))
+            return TupleType(tuple(self.ty(f) for f in node.fields))
         if isinstance(node, TupleGetItem):
-            ty = node.tuple_value.checked_type
+            ty = self.ty(node.tuple_value)
             if not isinstance(ty, TupleType):
                 raise KilnTypeError(f"{self.where}: projection .{node.index} of a non-tuple of type "
                                     f"{format_type(ty)}")
@@ -106,33 +122,33 @@ class _Inferencer:
         if isinstance(node, Call):
             return self.call_type(node)
         if isinstance(node, Function):
-            body = node.body.checked_type
+            body = self.ty(node.body)
             if node.ret_type is not None and node.ret_type != body:
                 raise KilnTypeError(f"{self.where}: function declares return type "
                                     f"{format_type(node.ret_type)} but its body has type "
                                     f"{format_type(body)}")
-            return FuncType(tuple(p.checked_type for p in node.params), body)
+            return FuncType(tuple(self.ty(p) for p in node.params), body)
         if isinstance(node, If):
-            cond = node.cond.checked_type
+            cond = self.ty(node.cond)
             if not (isinstance(cond, TensorType) and cond.dtype == "bool" and cond.size == 1):
                 raise KilnTypeError(f"{self.where}: if-condition must be a bool scalar, got "
                                     f"{format_type(cond)}")
-            a, b = node.then_branch.checked_type, node.else_branch.checked_type
+            a, b = self.ty(node.then_branch), self.ty(node.else_branch)
             if a != b:
                 raise KilnTypeError(f"{self.where}: if-branches have different types "
                                     f"{format_type(a)} and {format_type(b)}")
             return a
         if isinstance(node, Let):
-            value = node.value.checked_type
+            value = self.ty(node.value)
             if node.var.type_annotation is not None and node.var.type_annotation != value:
                 raise KilnTypeError(f"{self.where}: let %{node.var.name_hint} is annotated "
                                     f"{format_type(node.var.type_annotation)} but bound to "
                                     f"{format_type(value)}")
-            return node.body.checked_type
+            return self.ty(node.body)
         raise KilnTypeError(f"cannot infer the type of {type(node).__name__}")
 
     def call_type(self, call: Call) -> Type:
-        arg_types = [a.checked_type for a in call.args]
+        arg_types = [self.ty(a) for a in call.args]
         if isinstance(call.op, Op):
             op_def = get_op_def(call.op.name)
             if op_def.num_inputs >= 0 and len(arg_types) != op_def.num_inputs:
@@ -150,7 +166,7 @@ class _Inferencer:
         if isinstance(call.op, GlobalVar):
             fty = self.global_type(call.op)
         else:
-            fty = call.op.checked_type  # type: ignore[assignment]
+            fty = self.ty(call.op)  # type: ignore[assignment]
         if not isinstance(fty, FuncType):
             raise KilnTypeError(f"{_describe(call)} in {self.where}: callee is not a function")
         if len(fty.arg_types) != len(arg_types):
@@ -189,6 +205,13 @@ def infer_type(mod: IRModule) -> IRModule:
         inf.global_type(gv)
         out[gv] = _fill_ret_types(mod[gv])
     return out
+
+
+def check_types(mod: IRModule) -> None:
+    """Type-check ``mod`` without caching types on its nodes (raises KilnTypeError)."""
+    inf = _Inferencer(mod, dry=True)
+    for gv in mod.get_global_vars():
+        inf.global_type(gv)
 
 
 def infer_expr_type(expr: Expr, mod: IRModule | None = None) -> Type:

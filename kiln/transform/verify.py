@@ -69,13 +69,13 @@ def _check_scopes(fn: Function, where: str, problems: list[str], scopes: dict[in
 
 def verify_module(mod: IRModule, after: str = "?") -> None:
     """Raise :class:`~kiln.errors.PassError` if ``mod`` is ill-formed or does not type-check."""
-    from kiln.transform.infer_type import infer_type
+    from kiln.transform.infer_type import check_types
 
     problems = well_formed_errors(mod)
     if problems:
         raise PassError(f"IR verification failed after pass {after}:\n  " + "\n  ".join(problems))
     try:
-        infer_type(mod)
+        check_types(mod)
     except KilnError as e:
         raise PassError(f"IR verification failed after pass {after}: it does not type-check: "
                         f"{e}") from e
