@@ -38,9 +38,16 @@ __all__ = [
 def get_global_func(name: str, allow_missing: bool = False) -> Any:
     """TVM's global-function lookup; Kiln has no FFI registry, so only known names resolve.
 
-    External codegens that Kiln does not ship (``relay.ext.dnnl``, ...) are reported missing, so
-    scripts that probe for them take their "not available" branch.
+    ``relay.ext.<compiler>`` resolves to the external codegen of a compiler Kiln has (``kiln_c``,
+    ...); codegens Kiln does not ship (``relay.ext.dnnl``, ...) are reported missing, so scripts
+    that probe for them take their "not available" branch.
     """
+    if name.startswith("relay.ext."):
+        from kiln.codegen import external
+
+        compiler = name[len("relay.ext."):]
+        if compiler in external.registered_codegens():
+            return lambda functions: external.build_external(functions, compiler)
     if allow_missing:
         return None
     raise ValueError(f"Kiln has no global function {name!r} (there is no TVM FFI registry)")

@@ -34,6 +34,7 @@ from kiln.ir.visitor import (
 
 __all__ = [
     "Attrs",
+    "register_op_attr",
     "Call",
     "Constant",
     "DictAttrs",
@@ -72,3 +73,10 @@ __all__ = [
     "structural_hash",
     "var",
 ]
+
+
+def register_op_attr(op_name: str, attr_key: str, value: object = None, level: int = 10) -> object:
+    """TVM's ``tvm.ir.register_op_attr``: declares external-target support for an operator."""
+    from kiln.relay.op.contrib.register import register_op_attr as _register
+
+    return _register(op_name, attr_key, value, level)

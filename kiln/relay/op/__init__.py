@@ -4,8 +4,9 @@ from kiln.ir.expr import Op
 from kiln.op import *
 from kiln.op.registry import OpPattern, get_op_def
 from kiln.relay import image, nn, vision
+from kiln.relay.op import contrib
 
-__all__ = ["Op", "OpPattern", "get", "get_op_def", "image", "nn", "vision"]
+__all__ = ["Op", "OpPattern", "contrib", "get", "get_op_def", "image", "nn", "vision"]
 
 
 def get(name: str) -> Op:
