@@ -18,6 +18,8 @@ __all__ = ["main"]
 # command name -> (module under kiln.cli, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("demo", "compile, run and time the bundled digits classifier"),
+    "debug": ("debug", "time every node, dump TVM's debug files, find the layer that diverges"),
+    "calibrate": ("calibrate", "save the inputs and outputs of each external-target region"),
 }
 
 

@@ -6,6 +6,7 @@ The executor itself lives in :mod:`kiln.runtime.graph_executor`; this is TVM's e
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from kiln.runtime.graph_executor import GraphExecutor, GraphModule
 from kiln.runtime.module import Module
@@ -14,7 +15,8 @@ from kiln.runtime.ndarray import Device
 __all__ = ["GraphModule", "create"]
 
 
-def create(graph_json_str: str, libmod: Module, device: Device | Sequence[Device]) -> GraphModule:
+def create(graph_json_str: str, libmod: Module, device: Device | Sequence[Device],
+           dump_root: str | Path | None = None) -> GraphModule:
     """An executor for ``graph_json_str`` with kernels from ``libmod``.
 
     Parameters
@@ -25,6 +27,9 @@ def create(graph_json_str: str, libmod: Module, device: Device | Sequence[Device
         A kernel library, or a module importing one (a build result or a loaded artifact).
     device : Device or sequence of Device
         The CPU.
+    dump_root : str or Path, optional
+        Given, the executor is the debug executor (TVM's behaviour when the debugger is
+        enabled), dumping per-node outputs and timings under this folder.
 
     Returns
     -------
@@ -39,4 +44,8 @@ def create(graph_json_str: str, libmod: Module, device: Device | Sequence[Device
     if not isinstance(graph_json_str, str):
         raise TypeError(f"graph_json_str must be the graph JSON text, got "
                         f"{type(graph_json_str).__name__}")
+    if dump_root is not None:
+        from kiln.contrib.debugger import debug_executor
+
+        return debug_executor.create(graph_json_str, libmod, device, dump_root=dump_root)
     return GraphModule(GraphExecutor(graph_json_str, libmod, device))

@@ -63,8 +63,10 @@ class GraphExecutorFactoryModule(Module):
         params: Mapping[str, Any] | None = None,
         mod_name: str = "default",
         metadata: Mapping[str, Any] | None = None,
+        ir_mod: Any = None,
     ):
         super().__init__()
+        self.ir_mod = ir_mod  # the module before optimisation, as TVM's factory keeps it
         if not isinstance(lib, Module):
             raise TypeError(f"lib must be a runtime Module, got {type(lib).__name__}")
         self.graph: GraphJSON = parse_graph_json(graph_json)

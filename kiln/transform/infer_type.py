@@ -26,7 +26,7 @@ from kiln.ir.expr import (
 from kiln.ir.module import IRModule
 from kiln.ir.printer import format_type
 from kiln.ir.types import FuncType, TensorType, TupleType, Type
-from kiln.ir.visitor import post_order, rewrite
+from kiln.ir.visitor import children, post_order, rewrite
 from kiln.op.registry import get_op_def
 from kiln.transform.pass_infra import ModulePass, PassInfo
 
@@ -89,10 +89,27 @@ class _Inferencer:
             return self.scratch[id(node)]
         return node.checked_type  # raises the "not known yet" error
 
+    def _known(self, node: Expr) -> bool:
+        return (node._checked_type is not None or isinstance(node, (Op, GlobalVar))
+                or (self.scratch is not None and id(node) in self.scratch))
+
+    def _untyped_post_order(self, expr: Expr) -> list[Expr]:
+        """Nodes without a known type, children first; typed subgraphs are not entered."""
+        order: list[Expr] = []
+        seen: set[int] = set()
+        stack: list[tuple[Expr, bool]] = [(expr, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                order.append(node)
+            elif id(node) not in seen and not self._known(node):
+                seen.add(id(node))
+                stack.append((node, True))
+                stack.extend((c, False) for c in reversed(children(node)))
+        return order
+
     def infer(self, expr: Expr) -> Type | None:
-        for node in post_order(expr):
-            if node.has_type or isinstance(node, (Op, GlobalVar)):
-                continue
+        for node in self._untyped_post_order(expr):
             if self.scratch is None:
                 node._set_checked_type(self.node_type(node))
             elif id(node) not in self.scratch:

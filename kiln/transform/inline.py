@@ -32,16 +32,11 @@ def called_globals(fn: Function) -> list[str]:
 def bind_function(fn: Function, args: Iterable[Expr]) -> Expr:
     """The body of ``fn`` with its parameters replaced by ``args`` (a fresh copy of the body).
 
-    Rebuilt nodes keep the types of the nodes they copy (arguments have the parameters' types),
-    so an inlined module prints like TVM's without running InferType again.
+    Rebuilt nodes keep their types where the arguments have the parameters' types (see
+    :func:`kiln.ir.visitor.rebuild`), so an inlined module prints like TVM's.
     """
     memo: dict[int, Expr] = {id(p): a for p, a in zip(fn.params, args)}
-
-    def keep_type(new: Expr, old: Expr) -> None:
-        if new is not old and old.has_type and not new.has_type:
-            new._set_checked_type(old.checked_type)
-
-    return rewrite(fn.body, keep_type, memo=memo)
+    return rewrite(fn.body, lambda new, old: None, memo=memo)
 
 
 def _can_inline(mod: IRModule, name: str) -> bool:

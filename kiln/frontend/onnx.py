@@ -1,0 +1,548 @@
+"""ONNX importer: an ONNX model to a relay :class:`~kiln.ir.IRModule` plus a params dict.
+
+The import runs in three steps:
+
+1. **Load and check**: read the file (a corrupt or truncated one is a :class:`FrontendError`),
+   list every operator Kiln cannot convert (with node names, attribute values it rejects and the
+   opset) in one :class:`UnsupportedOpError`, and run ``onnx.checker``.
+2. **Bind inputs**: graph inputs become variables with static shapes (symbolic dims must be bound
+   with ``shape=``), initializers and Constant nodes become constants (``freeze_params=True``) or
+   named params.
+3. **Convert** the nodes in order with the converters of the ``onnx_*`` family modules. After each
+   node the importer stamps the node's name on every new call (``Call.source_names``) and folds
+   the outputs whose inputs are all constant, so shape arithmetic (Shape -> Gather -> Concat ->
+   Reshape, ConstantOfShape, Range, ...) becomes constants. ``If`` with a constant condition is
+   inlined; ops without a converter that ONNX defines as functions are expanded from their
+   function body.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+
+from kiln.errors import FrontendError, KilnError, KilnTypeError, UnsupportedOpError
+from kiln.frontend import (  # noqa: F401  (importing a family registers its converters)
+    onnx_conv,
+    onnx_image,
+    onnx_math,
+    onnx_nn,
+    onnx_quant,
+    onnx_reduce,
+    onnx_rnn,
+    onnx_tensor,
+)
+from kiln.frontend.onnx_common import (
+    CONVERTERS,
+    InputDependentError,
+    NodeContext,
+    const,
+    onnx_dtype,
+    resolve_attributes,
+    tensor_to_array,
+)
+from kiln.frontend.onnx_model import (
+    LOOP_DETAIL,
+    check_model,
+    find_unsupported,
+    function_opset,
+    load_model,
+    model_opset,
+    node_name,
+    schema_function,
+    sparse_to_dense,
+)
+from kiln.ir.analysis import free_vars
+from kiln.ir.expr import Call, Constant, Expr, Function, Op, Tuple, TupleGetItem, TupleWrapper, Var
+from kiln.ir.module import IRModule
+from kiln.ir.printer import format_type
+from kiln.ir.types import TensorType, TupleType, Type, np_dtype
+from kiln.ir.visitor import children, rebuild
+from kiln.op.registry import get_op_def
+
+__all__ = ["from_onnx", "supported_ops"]
+
+
+
+def supported_ops() -> list[str]:
+    """ONNX op types (default domain) with a converter; others may still import via their
+    ONNX function definition."""
+    return sorted({*CONVERTERS, "Constant", "If"})
+
+
+def from_onnx(
+    model: onnx.ModelProto | str | os.PathLike[str] | bytes,
+    shape: Mapping[str, Sequence[int]] | None = None,
+    dtype: str | Mapping[str, str] = "float32",
+    opset: int | None = None,
+    freeze_params: bool = True,
+    const_inputs: Mapping[str, Any] | None = None,
+) -> tuple[IRModule, dict[str, Any]]:
+    """Import an ONNX model.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto, path or bytes
+        The model, or the path of an ``.onnx`` file, or its serialized bytes.
+    shape : dict of str to tuple of int, optional
+        Static shapes of graph inputs; required for every input with a symbolic or unknown dim.
+    dtype : str or dict of str to str
+        Dtype of inputs whose element type the model leaves undefined (a dict overrides per
+        input, as TVM does).
+    opset : int, optional
+        Convert as this default-domain opset instead of the model's.
+    freeze_params : bool
+        True: initializers and Constant nodes are embedded as constants and ``params`` is empty.
+        False: they become function parameters named after them, returned in ``params``.
+    const_inputs : dict of str to array-like, optional
+        Graph inputs to bind to constant values (they disappear from the function's parameters),
+        so that graphs whose control flow or shapes depend on them import statically.
+
+    Returns
+    -------
+    mod : IRModule
+        ``main`` takes the graph inputs (then the used params) and returns the graph outputs
+        (a tuple when there are several).
+    params : dict of str to NDArray
+        The params ``main`` takes besides the inputs (empty when ``freeze_params``).
+
+    Examples
+    --------
+    >>> mod, params = from_onnx("resnet18.onnx", shape={"data": (1, 3, 224, 224)})  # doctest: +SKIP
+    """
+    proto = load_model(model)
+    importer = _Importer(proto, shape or {}, dtype, opset, freeze_params, const_inputs or {})
+    return importer.run()
+
+
+class _Scope:
+    """Names visible while converting one graph: its own values, then its parent's."""
+
+    def __init__(self, parent: _Scope | None = None):
+        self.parent = parent
+        self.values: dict[str, Expr] = {}
+
+    def lookup(self, name: str) -> Expr | None:
+        scope: _Scope | None = self
+        while scope is not None:
+            if name in scope.values:
+                return scope.values[name]
+            scope = scope.parent
+        return None
+
+
+class _Importer:
+    """One import: the state shared by every node conversion."""
+
+    def __init__(self, proto: onnx.ModelProto, shape: Mapping[str, Sequence[int]],
+                 dtype: str | Mapping[str, str], opset: int | None, freeze_params: bool,
+                 const_inputs: Mapping[str, Any]):
+        self.proto = proto
+        self.shape = {k: tuple(int(d) for d in v) for k, v in shape.items()}
+        self.dtype = dtype
+        self.opset = model_opset(proto, opset)
+        self.freeze_params = freeze_params
+        self.const_inputs = dict(const_inputs)
+        self.functions = {(f.domain, f.name): f for f in proto.functions}
+        self.inputs: list[Var] = []
+        self.param_vars: list[Var] = []
+        self.param_values: dict[str, np.ndarray] = {}
+        self.used_names: set[str] = set()
+        self.known: dict[int, Expr] = {}  # nodes already stamped; also keeps them alive
+        self.values: dict[int, tuple[Expr, np.ndarray | None]] = {}
+        self.var_values: dict[int, np.ndarray] = {}
+        self.checker_note = ""
+
+    # --- entry -------------------------------------------------------------------------------
+    def run(self) -> tuple[IRModule, dict[str, Any]]:
+        graph = self.proto.graph
+        self.checker_note = check_model(self.proto)
+        unsupported = find_unsupported(self.proto, self.opset, self.functions)
+        if unsupported is not None:
+            raise unsupported
+        scope = _Scope()
+        self.bind_inputs(graph, scope)
+        outputs = self.convert_graph(graph, scope, prefix="")
+        body: Expr = outputs[0] if len(outputs) == 1 else Tuple(outputs)
+        used = {id(v) for v in free_vars(body)}
+        params = [v for v in self.param_vars if id(v) in used]
+        fn = Function([*self.inputs, *params], body)
+        mod = IRModule.from_expr(fn)
+        # Params are runtime arrays, as TVM returns them (the IR's Constant.data does the same).
+        from kiln.runtime.ndarray import NDArray
+
+        return mod, {v.name_hint: NDArray(self.param_values[v.name_hint]) for v in params}
+
+    # --- inputs, initializers, constants -----------------------------------------------------
+    def unique_name(self, name: str) -> str:
+        """``name`` if unused, else ``name_1``, ``name_2``, ... (stable for a given model)."""
+        base = name or "const"
+        out, n = base, 0
+        while out in self.used_names:
+            n += 1
+            out = f"{base}_{n}"
+        self.used_names.add(out)
+        return out
+
+    def bind_inputs(self, graph: onnx.GraphProto, scope: _Scope) -> None:
+        initializers = {t.name for t in graph.initializer} | {s.values.name for s in graph.sparse_initializer}
+        names = [vi.name for vi in graph.input if vi.name not in initializers]
+        for key in [*self.shape, *self.const_inputs]:
+            if key not in names:
+                raise FrontendError(f"an input named {key!r} was given, but the graph's inputs are "
+                                    f"{', '.join(repr(n) for n in names) or 'none'}")
+        unbound: list[str] = []
+        for vi in graph.input:
+            if vi.name in initializers:
+                continue
+            ty, problem = self.input_type(vi)
+            if problem:
+                unbound.append(problem)
+                continue
+            assert ty is not None
+            self.used_names.add(vi.name)
+            if vi.name in self.const_inputs:
+                value = np.asarray(self.const_inputs[vi.name], dtype=np_dtype(ty.dtype))
+                if value.shape != ty.shape and ty.shape:
+                    value = value.reshape(ty.shape) if value.size == ty.size else value
+                scope.values[vi.name] = self.register(const(value))
+                continue
+            v = Var(vi.name, ty)
+            self.inputs.append(v)
+            scope.values[vi.name] = self.register(v)
+        if unbound:
+            raise FrontendError("cannot import with dynamic shapes: " + "; ".join(unbound)
+                                + ". Kiln compiles static shapes: pass shape={name: (dims...)} "
+                                  "to from_onnx for these inputs")
+
+    def input_type(self, vi: onnx.ValueInfoProto) -> tuple[TensorType | None, str]:
+        """The static type of graph input ``vi``, or a description of its unbound dims."""
+        if vi.type.WhichOneof("value") not in (None, "tensor_type"):
+            raise FrontendError(f"graph input {vi.name!r} is a {vi.type.WhichOneof('value')}; "
+                                "Kiln takes tensor inputs only")
+        tt = vi.type.tensor_type
+        if isinstance(self.dtype, Mapping) and vi.name in self.dtype:
+            dtype = str(self.dtype[vi.name])
+        elif tt.elem_type:
+            dtype = onnx_dtype(tt.elem_type, f"graph input {vi.name!r}")
+        else:
+            dtype = self.dtype if isinstance(self.dtype, str) else "float32"
+        declared = list(tt.shape.dim) if tt.HasField("shape") else None
+        if vi.name in self.shape:
+            shape = self.shape[vi.name]
+            if declared is not None and len(declared) != len(shape):
+                raise FrontendError(f"shape={{{vi.name!r}: {shape}}} has rank {len(shape)}, but the "
+                                    f"model declares input {vi.name!r} with rank {len(declared)}")
+            return TensorType(shape, dtype), ""
+        if vi.name in self.const_inputs:
+            return TensorType(np.shape(self.const_inputs[vi.name]), dtype), ""
+        if declared is None:
+            return None, f"input {vi.name!r} has no declared shape"
+        dims, bad = [], []
+        for i, d in enumerate(declared):
+            if d.HasField("dim_value") and d.dim_value >= 0:
+                dims.append(int(d.dim_value))
+            else:
+                label = f" ({d.dim_param!r})" if d.dim_param else ""
+                bad.append(f"dim {i}{label}")
+        if bad:
+            return None, f"input {vi.name!r} has unknown {', '.join(bad)}"
+        return TensorType(tuple(dims), dtype), ""
+
+    def register(self, expr: Expr) -> Expr:
+        self.known[id(expr)] = expr
+        return expr
+
+    def constant(self, name: str, value: np.ndarray) -> Expr:
+        """An initializer or Constant-node value: embedded, or a param named after it."""
+        if self.freeze_params:
+            return self.register(Constant(value))
+        pname = self.unique_name(name)
+        v = Var(pname, TensorType(value.shape, str(value.dtype) if value.dtype != np.bool_ else "bool"))
+        self.param_vars.append(v)
+        self.param_values[pname] = value
+        self.var_values[id(v)] = value
+        return self.register(v)
+
+    def bind_initializers(self, graph: onnx.GraphProto, scope: _Scope) -> None:
+        for t in graph.initializer:
+            if not t.name:
+                raise FrontendError("an initializer has no name; the model is malformed")
+            value = tensor_to_array(t, f"initializer {t.name!r}")
+            scope.values[t.name] = self.constant(t.name, value)
+        for s in graph.sparse_initializer:
+            value = sparse_to_dense(s, f"sparse initializer {s.values.name!r}")
+            scope.values[s.values.name] = self.constant(s.values.name, value)
+
+    # --- graphs and nodes ----------------------------------------------------------------------
+    def convert_graph(self, graph: onnx.GraphProto, scope: _Scope, prefix: str,
+                      opset: int | None = None, source: str | None = None,
+                      caller_attrs: dict[str, onnx.AttributeProto] | None = None) -> list[Expr]:
+        """Convert every node of ``graph`` into ``scope``; the graph's outputs."""
+        opset = self.opset if opset is None else opset
+        self.bind_initializers(graph, scope)
+        for idx, node in enumerate(graph.node):
+            name = node_name(node, idx, prefix)
+            self.convert_node(node, scope, name, opset, source or name, caller_attrs)
+        outputs = []
+        for vi in graph.output:
+            value = scope.lookup(vi.name)
+            if value is None:
+                raise FrontendError(f"graph output {vi.name!r} is not produced by any node, "
+                                    "initializer or input")
+            outputs.append(value)
+        return outputs
+
+    def convert_node(self, node: onnx.NodeProto, scope: _Scope, name: str, opset: int, source: str,
+                     caller_attrs: dict[str, onnx.AttributeProto] | None) -> None:
+        inputs: list[Expr | None] = []
+        for i, iname in enumerate(node.input):
+            if not iname:
+                inputs.append(None)
+                continue
+            value = scope.lookup(iname)
+            if value is None:
+                raise FrontendError(f"{node.op_type} node {name!r}: input {i} ({iname!r}) is not "
+                                    "produced by any earlier node, initializer or graph input")
+            inputs.append(value)
+        ctx: NodeContext | None = None
+        try:
+            ctx = NodeContext(self, node, name, opset, resolve_attributes(node, caller_attrs), inputs,
+                              in_function=caller_attrs is not None)
+            outs = self.dispatch(ctx, scope, source)
+            outs = self.finish(outs, source)
+        except (UnsupportedOpError, FrontendError):
+            raise
+        except (KilnTypeError, KilnError) as e:
+            detail = ctx.describe_inputs() if ctx is not None else ""
+            raise FrontendError(f"{node.op_type} node {name!r} (opset {opset}): {e}; input types "
+                                f"{detail}") from e
+        except Exception as e:
+            detail = ctx.describe_inputs() if ctx is not None else ""
+            note = f" (the model also fails onnx.checker: {self.checker_note})" if self.checker_note else ""
+            raise FrontendError(f"{node.op_type} node {name!r} (opset {opset}) failed to convert: "
+                                f"{type(e).__name__}: {e}; input types {detail}{note}") from e
+        for i, oname in enumerate(node.output):
+            if not oname:
+                continue
+            if i >= len(outs) or outs[i] is None:
+                raise FrontendError(f"{node.op_type} node {name!r}: output {i} ({oname!r}) is "
+                                    "requested but Kiln's converter does not produce it")
+            scope.values[oname] = outs[i]  # type: ignore[assignment]
+
+    def dispatch(self, ctx: NodeContext, scope: _Scope, source: str) -> list[Expr | None]:
+        node = ctx.node
+        key = (node.domain, node.op_type)
+        if key in self.functions:
+            return self.expand_function(self.functions[key], ctx, source)
+        if node.op_type == "Constant":
+            return [self.constant_node(ctx)]
+        if node.op_type == "If":
+            return self.convert_if(ctx, scope, source)
+        if node.op_type in ("Loop", "Scan"):
+            raise ctx.unsupported(LOOP_DETAIL)
+        spec = CONVERTERS.get(node.op_type)
+        if spec is not None:
+            if spec.check is not None:
+                reason = spec.check(ctx.attrs, ctx.opset)
+                if reason:
+                    raise ctx.unsupported(reason)
+            result = spec.fn(ctx)
+            if isinstance(result, TupleWrapper):
+                return list(result)
+            if isinstance(result, Expr):
+                return [result]
+            return list(result)
+        body = schema_function(ctx)
+        if body is None:
+            raise ctx.unsupported("no converter and no ONNX function definition")
+        return self.expand_function(body, ctx, source)
+
+    def constant_node(self, ctx: NodeContext) -> Expr:
+        attrs = ctx.attrs
+        if "value" in attrs:
+            value = attrs["value"]
+        elif "sparse_value" in attrs:
+            value = attrs["sparse_value"]
+        elif "value_float" in attrs:
+            value = np.array(attrs["value_float"], dtype=np.float32)
+        elif "value_floats" in attrs:
+            value = np.array(attrs["value_floats"], dtype=np.float32)
+        elif "value_int" in attrs:
+            value = np.array(attrs["value_int"], dtype=np.int64)
+        elif "value_ints" in attrs:
+            value = np.array(attrs["value_ints"], dtype=np.int64)
+        else:
+            raise ctx.unsupported(f"Constant with attribute(s) {', '.join(attrs) or 'none'} "
+                                  "(string constants are not supported)")
+        if isinstance(value, onnx.SparseTensorProto):
+            value = sparse_to_dense(value, f"Constant node {ctx.name!r}")
+        value = np.array(value, order="C")
+        if ctx.in_function:  # a function body's constants are not model weights: embed them
+            return self.register(Constant(value))
+        return self.constant(ctx.node.output[0], value)
+
+    def convert_if(self, ctx: NodeContext, scope: _Scope, source: str) -> list[Expr | None]:
+        cond = ctx.value(0)
+        if cond is None:
+            names = self.inputs_of(ctx.input(0))
+            raise InputDependentError(
+                ctx.op_type, ctx.name, "If whose condition depends on graph input(s) "
+                + ", ".join(repr(n) for n in names) + "; only an If with a condition known at import "
+                "is inlined (bind those inputs with const_inputs=)", ctx.opset, names)
+        branch = "then_branch" if bool(np.asarray(cond).reshape(-1)[0]) else "else_branch"
+        graph = ctx.attrs[branch]
+        outputs = self.convert_graph(graph, _Scope(scope), f"{ctx.name}/{branch}/", ctx.opset)
+        if len(outputs) != ctx.num_outputs:
+            raise ctx.error(f"{branch} has {len(outputs)} outputs, the node declares {ctx.num_outputs}")
+        return list(outputs)
+
+    # --- function expansion ------------------------------------------------------------------
+    def expand_function(self, fn: onnx.FunctionProto, ctx: NodeContext,
+                        source: str) -> list[Expr | None]:
+        """Convert a function body in place of the node calling it."""
+        scope = _Scope()
+        for formal, actual in zip(fn.input, ctx.inputs):
+            if actual is not None:
+                scope.values[formal] = actual
+        attrs = {a.name: a for a in fn.attribute_proto}
+        attrs.update(ctx.raw_attrs)
+        opset = function_opset(fn, ctx.opset)
+        graph = onnx.GraphProto(node=fn.node)
+        for idx, node in enumerate(graph.node):
+            name = node_name(node, idx, f"{ctx.name}/")
+            self.convert_node(node, scope, name, opset, source, attrs)
+        return [scope.lookup(o) for o in fn.output]
+
+    # --- after each node: provenance and folding ----------------------------------------------
+    def finish(self, outs: list[Expr | None], source: str) -> list[Expr | None]:
+        """Stamp new calls with ``source`` and fold every new subexpression of constants only."""
+        roots = [o for o in outs if o is not None]
+        order: list[Expr] = []
+        seen: set[int] = set()
+        stack: list[tuple[Expr, bool]] = [(r, False) for r in reversed(roots)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                order.append(node)
+                continue
+            if id(node) in seen or id(node) in self.known:
+                continue
+            seen.add(id(node))
+            stack.append((node, True))
+            for c in reversed(children(node)):
+                if id(c) not in seen and id(c) not in self.known:
+                    stack.append((c, False))
+        memo: dict[int, Expr] = {}
+        constant: dict[int, bool] = {}  # built only from constants (id of the rebuilt node)
+        for node in order:
+            kids = tuple(memo.get(id(c), c) for c in children(node))
+            new = rebuild(node, kids)
+            if isinstance(new, Call) and not new.source_names:
+                new = Call(new.op, new.args, new.attrs, source_names=(source,))
+            is_const = isinstance(new, Constant) or (
+                bool(kids) and not isinstance(new, (Var, Function))
+                and all(constant.get(id(k), isinstance(k, Constant)) for k in kids))
+            if is_const and not isinstance(new, Constant):
+                new = self.fold(new)  # the largest constant subexpressions become Constants
+            constant[id(new)] = is_const
+            memo[id(node)] = new
+        result: list[Expr | None] = []
+        for o in outs:
+            if o is None:
+                result.append(None)
+                continue
+            new = memo.get(id(o), o)
+            self.type_of(new)  # type errors surface here, attributed to this node
+            result.append(self.register(new))
+        for new in memo.values():
+            self.register(new)
+        return result
+
+    def fold(self, expr: Expr) -> Expr:
+        """Evaluate a constant-only expression into a Constant."""
+        from kiln.interpreter import evaluate
+
+        if not isinstance(self.type_of(expr), TensorType):
+            return expr
+        value = evaluate(expr)
+        return Constant(np.array(value, order="C"))
+
+    # --- types and values for converters ------------------------------------------------------
+    def type_of(self, expr: Expr) -> Type:
+        """The type of ``expr``, inferring only the nodes not typed yet.
+
+        Type inference over the whole graph below ``expr`` at every node would make a
+        node-by-node import quadratic; this walk stops at typed nodes.
+        """
+        if expr.has_type:
+            return expr.checked_type
+        order: list[Expr] = []
+        seen: set[int] = set()
+        stack: list[tuple[Expr, bool]] = [(expr, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                order.append(node)
+            elif id(node) not in seen and not node.has_type:
+                seen.add(id(node))
+                stack.append((node, True))
+                stack.extend((c, False) for c in children(node) if not c.has_type)
+        for node in order:
+            node._set_checked_type(_node_type(node))
+        return expr.checked_type
+
+    def inputs_of(self, expr: Expr) -> list[str]:
+        """Names of the graph inputs ``expr`` depends on."""
+        inputs = {id(v) for v in self.inputs}
+        return [v.name_hint for v in free_vars(expr) if id(v) in inputs]
+
+    def value_of(self, expr: Expr) -> np.ndarray | None:
+        """The value of ``expr`` when it is known at import (constants, params, folded)."""
+        if isinstance(expr, Constant):
+            return expr.value
+        if isinstance(expr, Var):
+            return self.var_values.get(id(expr))
+        if not self.var_values:
+            return None  # constant-only subexpressions are already folded into Constants
+        cached = self.values.get(id(expr))
+        if cached is not None and cached[0] is expr:
+            return cached[1]
+        fvs = free_vars(expr)
+        value: np.ndarray | None = None
+        if all(id(v) in self.var_values for v in fvs) and isinstance(self.type_of(expr), TensorType):
+            from kiln.interpreter import evaluate
+
+            value = np.asarray(evaluate(Function(fvs, expr), [self.var_values[id(v)] for v in fvs]))
+        self.values[id(expr)] = (expr, value)
+        return value
+
+
+def _node_type(node: Expr) -> Type:
+    """The type of a node whose children are typed (the node kinds converters build)."""
+    if isinstance(node, Constant):
+        return node.tensor_type
+    if isinstance(node, Var):
+        if node.type_annotation is None:
+            raise KilnTypeError(f"variable %{node.name_hint} has no type")
+        return node.type_annotation
+    if isinstance(node, Tuple):
+        return TupleType(tuple(f.checked_type for f in node.fields))
+    if isinstance(node, TupleGetItem):
+        ty = node.tuple_value.checked_type
+        if not isinstance(ty, TupleType) or not 0 <= node.index < len(ty.fields):
+            raise KilnTypeError(f"projection .{node.index} of {format_type(ty)}")
+        return ty.fields[node.index]
+    if isinstance(node, Call) and isinstance(node.op, Op):
+        op_def = get_op_def(node.op.name)
+        arg_types = [a.checked_type for a in node.args]
+        try:
+            return op_def.type_rel(arg_types, node.attrs)
+        except KilnTypeError as e:
+            shown = ", ".join(format_type(t) for t in arg_types)
+            raise KilnTypeError(f"{e}; argument types ({shown})") from None
+    raise KilnTypeError(f"cannot type {type(node).__name__} nodes during import")
