@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from kiln.codegen.external import lower_external
 from kiln.codegen.graph_codegen import LoweredGraph, graph_codegen
 from kiln.errors import KilnError
 from kiln.interpreter import Interpreter
@@ -30,6 +31,7 @@ from kiln.runtime.module import Module
 from kiln.runtime.ndarray import Device, NDArray, cpu
 from kiln.target import Target, TargetError
 from kiln.transform import InferType, ModulePass, Pass, PassContext, PassInfo, Sequential
+from kiln.transform.alter_op_layout import AlterOpLayout
 from kiln.transform.bind_params import bind_params_by_name
 from kiln.transform.canonicalize_ops import CanonicalizeOps
 from kiln.transform.eliminate_common_subexpr import EliminateCommonSubexpr
@@ -54,12 +56,26 @@ __all__ = [
 _BUILD_INLINE = ModulePass(lambda mod, ctx: inline(mod), PassInfo(0, "Inline"))
 
 
-def build_pipeline() -> list[Pass]:
+def build_pipeline(target: Target | None = None) -> list[Pass]:
     """The passes ``relay.build`` runs, in order (TVM's ``GetPassPrefix`` plus fusion).
 
     Each runs when the PassContext enables it: its opt level (in brackets) is at most the
     context's ``opt_level``, or it is in ``required_pass``, and it is not in ``disabled_pass``.
+
+    Parameters
+    ----------
+    target : Target, optional
+        The build's target (default: the current one). Native targets (``c``, ``llvm``) also get
+        AlterOpLayout (blocked convolutions, packed dense) and the FoldConstant that packs their
+        weights; the ``numpy`` target keeps plain layouts.
+
+    Returns
+    -------
+    list of Pass
+        The pipeline.
     """
+    target = target or Target.current()
+    native = target is not None and target.is_native
     return [
         _BUILD_INLINE,  # [0] substitute global functions marked Inline=1 (at every level, as TVM)
         RemoveUnusedFunctions(),  # [1] keep only what main reaches
@@ -70,6 +86,10 @@ def build_pipeline() -> list[Pass]:
         SimplifyExpr(),  # [0] identities, reshape/transpose chains, casts, x/sqrt -> x*rsqrt
         CanonicalizeOps(),  # [3] bias_add -> add of an expanded bias
         FoldConstant(),  # [2] fold what the rewrites above exposed (expanded biases, ...)
+        *([
+            AlterOpLayout(),  # [3] conv2d -> NCHW{c} conv2d_NCHWc, dense -> dense_pack (C target)
+            FoldConstant(),  # [2] pack the weights (and per-channel constants) at build time
+        ] if native else []),
         FuseOps(),  # [0] primitive functions; how much fuses depends on opt_level
         InferType(),  # [0] types of the fused functions
     ]
@@ -104,7 +124,7 @@ def _optimize(mod: IRModule, target: Target, params: Mapping[str, Any] | None) -
     if params:
         mod = mod.with_function("main", bind_params_by_name(mod["main"], params))
     with target:
-        return Sequential(build_pipeline(), name="relay.build")(mod)
+        return Sequential(build_pipeline(target), name="relay.build")(mod)
 
 
 def _unbound_params(main: Function, params: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
@@ -207,8 +227,11 @@ def build(
     ctx = PassContext.current()
     first_pass = len(ctx.history)
     optimized = _optimize(mod, tgt, params)
-    lowered = graph_codegen(optimized["main"], mod_name)
+    main, external_libs = lower_external(optimized)
+    lowered = graph_codegen(main, mod_name)
     lib = _make_library(lowered, tgt)
+    for external in external_libs:
+        lib.import_module(external)
     report = lowered.memory_plan.report()
     metadata = default_metadata(lowered.graph, lowered.params, {
         "target": str(tgt),
@@ -219,7 +242,8 @@ def build(
                         "unplanned_bytes": report.unplanned_bytes,
                         "num_storage": report.num_storage},
     })
-    return GraphExecutorFactoryModule(lowered.graph_json, lib, lowered.params, mod_name, metadata)
+    return GraphExecutorFactoryModule(lowered.graph_json, lib, lowered.params, mod_name, metadata,
+                                      ir_mod=mod)
 
 
 # --- executors ---------------------------------------------------------------------------------

@@ -16,15 +16,21 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import platform
+import re
+import shlex
+import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from kiln.config import settings, usable_cpus
 from kiln.errors import KilnError
+from kiln.ir.types import np_dtype
 
-__all__ = ["Target", "TargetError", "TargetKind", "host_triple"]
+__all__ = ["Target", "TargetError", "TargetKind", "host_triple", "native_vector_bytes"]
 
 
 class TargetError(KilnError, ValueError):
@@ -70,6 +76,69 @@ def host_triple() -> str:
     if sys.platform.startswith("win"):
         return f"{machine}-pc-windows-msvc"
     return f"{machine}-unknown-linux-gnu"
+
+
+# Vector register bytes of CPUs named by -mcpu / -march (LLVM and GCC spellings): 64 with
+# AVX-512F, 32 with AVX or AVX2, 16 for SSE-only x86 and for 128-bit NEON on Arm.
+_CPU_VECTOR_BYTES: dict[str, int] = {
+    **dict.fromkeys((
+        "x86-64-v4", "skylake-avx512", "skx", "cascadelake", "cooperlake", "cannonlake",
+        "icelake-client", "icelake-server", "tigerlake", "rocketlake", "sapphirerapids",
+        "emeraldrapids", "graniterapids", "graniterapids-d", "diamondrapids", "knl", "knm",
+        "znver4", "znver5"), 64),
+    **dict.fromkeys((
+        "x86-64-v3", "sandybridge", "corei7-avx", "ivybridge", "core-avx-i", "haswell",
+        "core-avx2", "broadwell", "skylake", "alderlake", "raptorlake", "meteorlake",
+        "arrowlake", "arrowlake-s", "lunarlake", "pantherlake", "gracemont", "sierraforest",
+        "grandridge", "clearwaterforest", "bdver1", "bdver2", "bdver3", "bdver4", "btver2",
+        "znver1", "znver2", "znver3"), 32),
+    **dict.fromkeys((
+        "x86-64", "x86-64-v2", "i686", "pentium4", "prescott", "nocona", "core2", "penryn",
+        "nehalem", "corei7", "westmere", "bonnell", "atom", "silvermont", "slm", "goldmont",
+        "goldmont-plus", "tremont", "k8", "opteron", "athlon64", "amdfam10", "barcelona",
+        "btver1"), 16),
+}
+# Arm cores (-mcpu=cortex-a72, neoverse-n1, apple-m1, ...): 128-bit NEON registers.
+_ARM_CPU = re.compile(r"^(cortex-|neoverse-|apple-|generic$|armv[89]|a64fx$|ampere|thunderx|"
+                      r"kryo|exynos|carmel|falkor|saphira|tsv110)")
+# -mattr features, strongest first.
+_FEATURE_VECTOR_BYTES = (("avx512f", 64), ("avx2", 32), ("avx", 32), ("sse2", 16), ("neon", 16))
+
+
+@functools.cache
+def _probe_vector_bytes(cc: str) -> int:
+    """Vector register bytes of ``cc -march=native`` (from its predefined macros); 16 when the
+    compiler cannot be run."""
+    try:
+        out = subprocess.run([*shlex.split(cc), "-march=native", "-dM", "-E", "-x", "c", "/dev/null"],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 16
+    macros = set(re.findall(r"#define (\w+)", out))
+    if "__AVX512F__" in macros:
+        return 64
+    if "__AVX__" in macros:
+        return 32
+    return 16
+
+
+def native_vector_bytes() -> int:
+    """Vector register bytes of this machine as the C compiler sees it with ``-march=native``.
+
+    Returns
+    -------
+    int
+        64 with AVX-512F, 32 with AVX/AVX2, otherwise 16 (probed once per compiler command,
+        ``settings.cc``, then cached).
+    """
+    return _probe_vector_bytes(settings.cc)
+
+
+def _cpu_vector_bytes(cpu: str) -> int | None:
+    cpu = cpu.strip().lower()
+    if cpu in _CPU_VECTOR_BYTES:
+        return _CPU_VECTOR_BYTES[cpu]
+    return 16 if _ARM_CPU.match(cpu) else None
 
 
 def _parse_value(kind: TargetKind, key: str, text: str) -> Any:
@@ -217,6 +286,57 @@ class Target:
     def is_native(self) -> bool:
         """Whether this target compiles C (``c`` and ``llvm``), as opposed to ``numpy``."""
         return self.kind.name in ("c", "llvm")
+
+    def vector_width(self, dtype: str = "float32") -> int:
+        """Lanes of ``dtype`` in one vector register of this target's CPU.
+
+        The register size comes from, in order: the ``-vector-width`` option (bits, as TVM's LLVM
+        target), a recognised ``-mcpu`` / ``-march`` (``skylake-avx512``: 512 bits, ``znver3``:
+        256, ``x86-64``: 128, Arm cores: 128), the vector features of ``-mattr``
+        (``+avx512f``, ``+avx2``, ...), and otherwise this machine's ``-march=native`` (probed once).
+
+        Parameters
+        ----------
+        dtype : str
+            Element type (``"float32"``: 16 lanes with AVX-512F, 8 with AVX/AVX2, 4 otherwise).
+
+        Returns
+        -------
+        int
+            Lanes, at least 1.
+
+        Examples
+        --------
+        >>> Target("llvm -mcpu=skylake-avx512").vector_width()
+        16
+        >>> Target("llvm -mcpu=haswell").vector_width("float64")
+        4
+        """
+        itemsize = np_dtype(dtype).itemsize
+        bits = self.attrs.get("vector-width")
+        if bits:
+            return max(1, int(bits) // (8 * itemsize))
+        return max(1, self._vector_bytes() // itemsize)
+
+    def _vector_bytes(self) -> int:
+        for key in ("mcpu", "march"):
+            cpu = str(self.attrs.get(key, ""))
+            if cpu and cpu != "native":
+                known = _cpu_vector_bytes(cpu)
+                if known is not None:
+                    return known
+        features = {f.lstrip("+").lower() for f in self.mattr if not f.startswith("-")}
+        for feature, size in _FEATURE_VECTOR_BYTES:
+            if feature in features:
+                return size
+        return native_vector_bytes()
+
+    @property
+    def num_cores(self) -> int:
+        """Cores kernels may use: ``-num-cores`` when given, else the CPUs this process may run
+        on (:func:`kiln.config.usable_cpus`: affinity mask and cgroup quota)."""
+        given = self.attrs.get("num-cores")
+        return int(given) if given else usable_cpus()
 
     def get_target_device_type(self) -> int:
         """The DLPack device type (1, the CPU)."""

@@ -18,6 +18,9 @@ __all__ = ["main"]
 # command name -> (module under kiln.cli, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("demo", "compile, run and time the bundled digits classifier"),
+    "compile": ("compile", "import an ONNX model, compile it and export one artifact"),
+    "run": ("run", "run an exported artifact on inputs from an .npz file"),
+    "inspect": ("inspect", "show what a graph JSON, artifact or params file holds"),
     "debug": ("debug", "time every node, dump TVM's debug files, find the layer that diverges"),
     "calibrate": ("calibrate", "save the inputs and outputs of each external-target region"),
 }

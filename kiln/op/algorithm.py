@@ -323,3 +323,5 @@ def cumprod(data: Expr, axis: int | None = None, dtype: str | None = None,
         The scan.
     """
     return _scan("cumprod", data, axis, dtype, exclusive)
+
+from kiln.op import compute_algorithm  # noqa: E402,F401  (attaches TE computes)

@@ -666,3 +666,6 @@ def contrib_depthwise_conv2d_nchwc(data: Expr, kernel: Expr, strides: Any = (1, 
     return _conv("nn.contrib_depthwise_conv2d_NCHWc", 2, Conv2DAttrs, data, kernel, strides,
                  padding, dilation, groups, channels, kernel_size, data_layout, kernel_layout,
                  out_layout, out_dtype)
+
+# TE computes used by the C code generator (kept in their own module).
+from kiln.op import compute_conv  # noqa: E402,F401

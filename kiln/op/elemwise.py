@@ -344,3 +344,6 @@ def cast_like(data: Expr, dtype_like: Expr) -> Call:
 def where(condition: Expr, x: Any, y: Any) -> Call:
     """``x`` where ``condition`` holds, else ``y`` (all three broadcast)."""
     return make_call("where", [condition, _operand(x, y), _operand(y, x)])
+
+# TE computes used by the C code generator (kept in their own module).
+from kiln.op import compute_elemwise  # noqa: E402,F401

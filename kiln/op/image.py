@@ -302,3 +302,6 @@ def resize3d(data: Expr, size: Any, roi: Any = None, layout: str = "NCDHW", meth
     return _resize(3, Resize3DAttrs, data, size, roi, layout, method,
                    coordinate_transformation_mode, rounding_method, cubic_alpha, cubic_exclude,
                    extrapolation_value, out_dtype)
+
+# TE computes used by the C code generator (kept in their own module).
+from kiln.op import compute_image  # noqa: E402,F401

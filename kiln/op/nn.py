@@ -616,3 +616,7 @@ def batch_flatten(data: Expr) -> Call:
         ``(N, d1 * d2 * ...)``.
     """
     return make_call("nn.batch_flatten", [data])
+
+# TE computes used by the C code generator (kept in their own module).
+from kiln.op import compute_nn  # noqa: E402,F401
+from kiln.op.nn_pack import contrib_dense_pack  # noqa: E402,F401

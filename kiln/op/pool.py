@@ -442,3 +442,6 @@ def avg_pool3d(data: Expr, pool_size: Any = (1, 1, 1), strides: Any = (1, 1, 1),
     """
     return _avg_pool(3, AvgPool3DAttrs, data, pool_size, strides, dilation, padding, layout,
                      out_layout, ceil_mode, count_include_pad)
+
+# TE computes used by the C code generator (kept in their own module).
+from kiln.op import compute_pool  # noqa: E402,F401

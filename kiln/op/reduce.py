@@ -603,3 +603,5 @@ def logsumexp(data: Expr, axis: Any = None, keepdims: bool = False) -> Expr:
     sum_x = sum(exp(subtract(data, max_x)), axes, True)
     out = add(log(sum_x), max_x)
     return out if keepdims else squeeze(out, list(axes) if axes else None)
+
+from kiln.op import compute_reduce  # noqa: E402,F401  (attaches TE computes)

@@ -592,3 +592,5 @@ def split(data: Expr, indices_or_sections: Any, axis: int = 0) -> TupleWrapper:
     call = make_call("split", [data], SplitAttrs(indices_or_sections=spec,
                                                  axis=const_int(axis, "split", "axis")))
     return TupleWrapper(call, size)
+
+from kiln.op import compute_transform  # noqa: E402,F401  (attaches TE computes)

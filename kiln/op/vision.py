@@ -173,3 +173,5 @@ def roi_align(data: Expr, rois: Expr, pooled_size: Any, spatial_scale: float, sa
                           sample_ratio=int(sample_ratio), layout=str(layout), mode=str(mode),
                           aligned=bool(aligned))
     return make_call("vision.roi_align", [data, rois], attrs)
+
+from kiln.op import compute_vision  # noqa: E402,F401  (attaches TE computes)

@@ -191,11 +191,20 @@ class GraphExecutor(Module):
     @property
     def num_threads(self) -> int:
         """Threads the kernels run with (1 for libraries without threading)."""
-        for mod in (self.lib, *self.lib.imported_modules):
+        for mod in (self.lib, *self.lib._walk_imports()):
             threads = getattr(mod, "num_threads", None)
             if threads:
                 return int(threads)
         return 1
+
+    def set_num_threads(self, num_threads: int) -> None:
+        """Run this executor's compiled kernels with ``num_threads`` threads."""
+        if num_threads < 1:
+            raise ValueError(f"num_threads must be at least 1, got {num_threads}")
+        for mod in (self.lib, *self.lib._walk_imports()):
+            setter = getattr(mod, "set_num_threads", None)
+            if setter is not None:
+                setter(num_threads)
 
     # --- running -------------------------------------------------------------------------------
     def run_node(self, nid: int) -> None:
@@ -422,6 +431,15 @@ class GraphModule:
     def load_params(self, params_bytes: bytes | bytearray) -> None:
         """Set params from a params blob."""
         self.module.load_params(params_bytes)
+
+    def set_num_threads(self, num_threads: int) -> None:
+        """Run the kernels with ``num_threads`` threads (default: the CPUs this process may use)."""
+        self.module.set_num_threads(num_threads)
+
+    @property
+    def num_threads(self) -> int:
+        """Threads the kernels run with."""
+        return self.module.num_threads
 
     def share_params(self, other: GraphModule | GraphExecutor, params_bytes: bytes | bytearray) -> None:
         """Share ``other``'s param buffers for the names in ``params_bytes``."""

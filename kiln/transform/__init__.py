@@ -1,5 +1,7 @@
 """Passes over IRModules and the pass infrastructure (``PassContext``, ``Sequential``, ...)."""
 
+from kiln.transform.alter_op_layout import AlterOpLayout
+from kiln.transform.annotate_target import AnnotateTarget
 from kiln.transform.bind_params import bind_params_by_name
 from kiln.transform.canonicalize_ops import CanonicalizeOps
 from kiln.transform.dead_code import DeadCodeElimination, ToGraphNormalForm
@@ -9,6 +11,8 @@ from kiln.transform.fold_scale_axis import BackwardFoldScaleAxis, FoldScaleAxis,
 from kiln.transform.fuse_ops import DefuseOps, FuseOps
 from kiln.transform.infer_type import InferType, infer_expr_type, infer_type
 from kiln.transform.inline import Inline, RemoveUnusedFunctions
+from kiln.transform.merge_compiler_regions import MergeCompilerRegions
+from kiln.transform.partition_graph import PartitionGraph
 from kiln.transform.pass_infra import (
     DumpIR,
     FunctionPass,
@@ -56,4 +60,8 @@ __all__ = [
     "infer_expr_type",
     "infer_type",
     "module_pass",
+    "AnnotateTarget",
+    "MergeCompilerRegions",
+    "PartitionGraph",
+    "AlterOpLayout",
 ]

@@ -1,0 +1,585 @@
+"""Loop IR to readable C99: one function per kernel with Kiln's fixed kernel ABI.
+
+Each kernel is ``int32_t <func_name>(void** args)``: ``args[i]`` is the data pointer of the i-th
+tensor, the fused function's inputs first, then its outputs (dense, row-major); it returns 0
+(-1 when a heap allocation fails). A header comment lists the fused relay ops and the source-model
+node names they came from. Parameters are unpacked into typed ``restrict`` pointers.
+
+Loops: parallel loops become ``#pragma omp parallel for`` with ``schedule(static)`` and the
+library's thread count (``kiln_set_num_threads``), perfectly nested parallel loops are collapsed;
+vectorized loops become GCC vector-extension code (see :mod:`kiln.codegen.c_vector`) when their
+extent is a power of two, else ``#pragma omp simd`` loops; unrolled loops get ``#pragma GCC
+unroll``. Expressions keep NumPy's semantics (see :mod:`kiln.codegen.c_prelude`): integer
+arithmetic on tensor data wraps, float16 rounds after every operation, libm computes scalar math.
+
+Output is deterministic: the same loop IR always gives the same text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kiln.codegen.c_prelude import SCALAR_PRELUDE, VECTOR_MATH_TEMPLATE, int_helper_names
+from kiln.errors import CompileError
+from kiln.te import expr as E
+from kiln.te.expr import PrimExpr, Var
+from kiln.te.loop_ir import (
+    Allocate,
+    Buffer,
+    BufferLoad,
+    Evaluate,
+    For,
+    IfThenElse,
+    LetStmt,
+    PrimFunc,
+    Seq,
+    Stmt,
+    Store,
+    walk_stmts,
+)
+from kiln.te.simplify import Simplifier
+from kiln.te.visit import post_order
+
+__all__ = [
+    "C_TYPES",
+    "CCodegen",
+    "c_literal",
+    "c_type",
+    "float_to_int_helper",
+    "vector_type_name",
+]
+
+C_TYPES = {
+    "bool": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
+    "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t",
+    "uint64": "uint64_t", "float16": "_Float16", "float32": "float", "float64": "double",
+}
+_UNSIGNED_OF = {"int8": "uint8_t", "int16": "uint16_t", "int32": "uint32_t", "int64": "uint64_t"}
+
+# Scalar libm names for float32 (float64 drops the ``f``); float16 computes in float32.
+_LIBM = {
+    "exp": "expf", "exp2": "exp2f", "expm1": "expm1f", "log": "logf", "log2": "log2f",
+    "log10": "log10f", "log1p": "log1pf", "sqrt": "sqrtf", "tanh": "tanhf", "erf": "erff",
+    "sin": "sinf", "cos": "cosf", "tan": "tanf", "asin": "asinf", "acos": "acosf",
+    "atan": "atanf", "sinh": "sinhf", "cosh": "coshf", "asinh": "asinhf", "acosh": "acoshf",
+    "atanh": "atanhf", "fabs": "fabsf", "floor": "floorf", "ceil": "ceilf", "trunc": "truncf",
+    "round": "nearbyintf", "nearbyint": "nearbyintf", "pow": "powf", "atan2": "atan2f",
+    "fmod": "fmodf",
+}
+
+# Allocations larger than this many bytes go to the heap (at the top level) ...
+_STACK_LIMIT_TOP = 1 << 16
+# ... and inside loops (OpenMP worker threads have smaller stacks).
+_STACK_LIMIT_LOOP = 1 << 16
+_BINOP = {"add": "+", "sub": "-", "mul": "*"}
+_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def c_type(dtype: str) -> str:
+    """The C type storing elements of ``dtype``."""
+    try:
+        return C_TYPES[dtype]
+    except KeyError:
+        raise CompileError(f"dtype {dtype} has no C type") from None
+
+
+def c_literal(value: float | int, dtype: str) -> str:
+    """A C literal of ``value`` as ``dtype`` (exact for every finite float)."""
+    if E.is_float_dtype(dtype):
+        v = float(value)
+        if math.isnan(v):
+            text = "NAN"
+        elif math.isinf(v):
+            text = "INFINITY" if v > 0 else "(-INFINITY)"
+        elif dtype == "float64":
+            text = repr(v)
+            if "e" not in text and "." not in text and "n" not in text:
+                text += ".0"
+        else:
+            text = f"{v:.9g}"
+            if "e" not in text and "." not in text:
+                text += ".0"
+            text += "f"
+        if dtype == "float16":
+            return f"((_Float16){text})"
+        return text if not text.startswith("-") else f"({text})"
+    v = int(value)
+    if dtype == "bool":
+        return str(int(v != 0))
+    bits = E.dtype_bits(dtype)
+    if E.is_uint_dtype(dtype):
+        return f"{v}u" if bits <= 32 else f"{v}ull"
+    if bits == 64:
+        if v == -(1 << 63):
+            return "(-9223372036854775807ll - 1)"
+        return f"{v}ll" if v >= 0 else f"({v}ll)"
+    if v == -(1 << 31):
+        return "(-2147483647 - 1)"
+    return str(v) if v >= 0 else f"({v})"
+
+
+def _has_load(e: PrimExpr) -> bool:
+    return any(isinstance(n, BufferLoad) for n in post_order(e))
+
+
+@dataclass
+class _FuncState:
+    lines: list[str] = field(default_factory=list)
+    indent: int = 1
+    in_parallel: bool = False
+    loop_depth: int = 0
+    var_names: dict[int, str] = field(default_factory=dict)
+    used_names: set[str] = field(default_factory=set)
+
+
+class CCodegen:
+    """Renders :class:`~kiln.te.loop_ir.PrimFunc` s as C.
+
+    Parameters
+    ----------
+    vector_bytes : int
+        Bytes of the target's vector registers (32 for AVX2, 64 for AVX-512); schedules pick
+        vector loop extents from it, the generator accepts any power-of-two extent.
+    """
+
+    def __init__(self, vector_bytes: int = 32):
+        self.vector_bytes = vector_bytes
+        self.vector_types: set[tuple[str, int]] = set()  # (dtype, lanes)
+        self.vector_math: set[int] = set()  # float32 lane counts needing vector math
+        self.constants: list[str] = []
+        self._f: _FuncState = _FuncState()
+        self.simp = Simplifier()
+        self.index_type = "int32_t"
+
+    # --- modules ------------------------------------------------------------------------------
+    def module(self, funcs: Sequence[PrimFunc], define_runtime: bool = True) -> str:
+        """One translation unit: prelude, vector types and math, constants, then the kernels.
+
+        ``define_runtime`` adds ``kiln_set_num_threads`` and the thread-count variable; a library
+        compiled from several units defines them in exactly one.
+        """
+        bodies = [self.function(f) for f in funcs]
+        parts = [SCALAR_PRELUDE]
+        if define_runtime:
+            parts.append("int32_t kiln__num_threads = 0;\n\n"
+                         "/* Threads used by parallel loops; 0 restores the OpenMP default. */\n"
+                         "void kiln_set_num_threads(int32_t n) { kiln__num_threads = n; }\n")
+        parts.append(self._vector_decls())
+        parts += self.constants
+        parts += bodies
+        return "\n".join(p.rstrip("\n") + "\n" for p in parts if p)
+
+    def _vector_decls(self) -> str:
+        types = set(self.vector_types)
+        for lanes in self.vector_math:
+            types.update({("float32", lanes), ("int32", lanes)})
+        lines = []
+        for dtype, lanes in sorted(types, key=lambda t: (t[1], t[0])):
+            ct = c_type(dtype)
+            size = np.dtype(_np_name(dtype)).itemsize
+            name = vector_type_name(dtype, lanes)
+            lines.append(f"typedef {ct} {name} __attribute__((vector_size({size * lanes})));")
+            lines.append(f"typedef {ct} {name}u __attribute__((vector_size({size * lanes}), "
+                         f"aligned({size}), may_alias));")
+        text = "\n".join(lines) + ("\n" if lines else "")
+        for lanes in sorted(self.vector_math):
+            text += VECTOR_MATH_TEMPLATE.replace("{V}", vector_type_name("float32", lanes)) \
+                .replace("{I}", vector_type_name("int32", lanes)) \
+                .replace("{S}", f"f32x{lanes}")
+        return text
+
+    # --- functions ----------------------------------------------------------------------------
+    def function(self, func: PrimFunc) -> str:
+        """The C text of one kernel (its constants are added to :attr:`constants`)."""
+        self._f = _FuncState()
+        self.simp = Simplifier(_loop_ranges(func.body))
+        biggest = max([b.size for b in func.params] + [_max_alloc(func.body), 0])
+        self.index_type = "int64_t" if biggest >= (1 << 31) - 1 else "int32_t"
+        for b in func.params:
+            self._reserve(b.name)
+        head = [f"/* Kiln kernel {func.name}"]
+        ops = func.attrs.get("fused_ops")
+        if ops:
+            head.append(f" * fused ops: {', '.join(ops)}")
+        names = func.attrs.get("source_names")
+        if names:
+            head.append(f" * source nodes: {', '.join(names)}")
+        for i, b in enumerate(func.params):
+            shape = "x".join(str(d) for d in b.shape) or "scalar"
+            head.append(f" * args[{i}] {b.kind:6s} {b.name}: {b.dtype}[{shape}]")
+        head.append(" */")
+        f = self._f
+        f.lines = [*head, f"int32_t {func.name}(void** args) {{"]
+        for i, b in enumerate(func.params):
+            ct = c_type(b.dtype)
+            const = "const " if b.kind == "input" else ""
+            f.lines.append(f"  {const}{ct}* restrict {b.name} = ({const}{ct}*)args[{i}];")
+        self._const_buffers(func)
+        self.stmt(func.body)
+        f.lines.append("  return 0;")
+        f.lines.append("}")
+        return "\n".join(f.lines) + "\n"
+
+    def _const_buffers(self, func: PrimFunc) -> None:
+        seen: set[int] = set()
+        for s in walk_stmts(func.body):
+            for e in _stmt_exprs(s):
+                for n in post_order(e):
+                    if isinstance(n, BufferLoad) and n.buffer.kind == "const" \
+                            and id(n.buffer) not in seen:
+                        seen.add(id(n.buffer))
+                        self._emit_const(func.name, n.buffer)
+
+    def _emit_const(self, func_name: str, buf: Buffer) -> None:
+        assert buf.data is not None
+        flat = np.asarray(buf.data).reshape(-1)
+        global_name = f"{func_name}_{buf.name}"
+        values = ", ".join(c_literal(v.item(), buf.dtype) for v in flat) or "0"
+        self.constants.append(f"static const {c_type(buf.dtype)} {global_name}[{max(flat.size, 1)}]"
+                              f" = {{{values}}};\n")
+        self._f.lines.append(f"  const {c_type(buf.dtype)}* restrict {buf.name} = {global_name};")
+        self._reserve(buf.name)
+
+    # --- names --------------------------------------------------------------------------------
+    def _reserve(self, name: str) -> None:
+        self._f.used_names.add(name)
+
+    def var_name(self, v: Var) -> str:
+        """The C name of a variable (unique in the function)."""
+        f = self._f
+        name = f.var_names.get(id(v))
+        if name is None:
+            base = v.name or "v"
+            name, n = base, 1
+            while name in f.used_names:
+                name = f"{base}_{n}"
+                n += 1
+            f.used_names.add(name)
+            f.var_names[id(v)] = name
+        return name
+
+    def temp_name(self, base: str) -> str:
+        """A fresh local name."""
+        f = self._f
+        name, n = base, 1
+        while name in f.used_names:
+            name = f"{base}{n}"
+            n += 1
+        f.used_names.add(name)
+        return name
+
+    def emit(self, line: str) -> None:
+        """Append one line at the current indentation."""
+        self._f.lines.append("  " * self._f.indent + line)
+
+    # --- statements ---------------------------------------------------------------------------
+    def stmt(self, s: Stmt) -> None:
+        """Emit a statement."""
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                self.stmt(x)
+        elif isinstance(s, For):
+            self._for(s)
+        elif isinstance(s, Store):
+            self.emit(f"{s.buffer.name}[{self.expr(s.index)}] = {self._stored(s)};")
+        elif isinstance(s, LetStmt):
+            self.emit("{")
+            self._f.indent += 1
+            self.emit(f"const {c_type(s.var.dtype)} {self.var_name(s.var)} = {self.expr(s.value)};")
+            self.stmt(s.body)
+            self._f.indent -= 1
+            self.emit("}")
+        elif isinstance(s, IfThenElse):
+            self.emit(f"if ({self.cond(s.condition)}) {{")
+            self._f.indent += 1
+            self.stmt(s.then_case)
+            self._f.indent -= 1
+            if s.else_case is not None:
+                self.emit("} else {")
+                self._f.indent += 1
+                self.stmt(s.else_case)
+                self._f.indent -= 1
+            self.emit("}")
+        elif isinstance(s, Allocate):
+            self._allocate(s)
+        elif isinstance(s, Evaluate):
+            self.emit(f"(void)({self.expr(s.value)});")
+        else:
+            raise CompileError(f"cannot generate C for statement {type(s).__name__}")
+
+    def _stored(self, s: Store) -> str:
+        value = self.expr(s.value)
+        if s.value.dtype != s.buffer.dtype:
+            return f"({c_type(s.buffer.dtype)})({value})"
+        return value
+
+    def _allocate(self, s: Allocate) -> None:
+        b = s.buffer
+        ct = c_type(b.dtype)
+        nbytes = b.size * np.dtype(_np_name(b.dtype)).itemsize
+        limit = _STACK_LIMIT_LOOP if self._f.loop_depth else _STACK_LIMIT_TOP
+        self._reserve(b.name)
+        self.emit("{")
+        self._f.indent += 1
+        if nbytes <= limit:
+            self.emit(f"{ct} {b.name}[{max(b.size, 1)}] __attribute__((aligned(64)));"
+                      f"  /* {b.scope} buffer, {nbytes} bytes */")
+            self.stmt(s.body)
+        else:
+            self.emit(f"{ct}* restrict {b.name} = ({ct}*)malloc({b.size}u * sizeof({ct}));"
+                      f"  /* {b.scope} buffer, {nbytes} bytes */")
+            fail = "abort();" if self._f.loop_depth else "return -1;"
+            self.emit(f"if ({b.name} == NULL) {fail}")
+            self.stmt(s.body)
+            self.emit(f"free({b.name});")
+        self._f.indent -= 1
+        self.emit("}")
+
+    def _for(self, s: For) -> None:
+        from kiln.codegen.c_vector import emit_vector_loop
+
+        if s.kind == "vectorized" and emit_vector_loop(self, s):
+            return
+        f = self._f
+        kind = s.kind
+        if kind == "parallel" and f.in_parallel:
+            kind = "serial"
+        it = self.index_type
+        var = self.var_name(s.var)
+        if kind == "parallel":
+            collapsed = [s]
+            body = s.body
+            while isinstance(body, For) and body.kind == "parallel" and len(collapsed) < 3:
+                collapsed.append(body)
+                body = body.body
+            clause = f" collapse({len(collapsed)})" if len(collapsed) > 1 else ""
+            self.emit(f"#pragma omp parallel for num_threads(kiln_threads()) "
+                      f"schedule(static){clause}")
+            for loop in collapsed:
+                name = self.var_name(loop.var)
+                self.emit(f"for ({it} {name} = 0; {name} < {loop.extent}; ++{name}) {{")
+                f.indent += 1
+            f.in_parallel, f.loop_depth = True, f.loop_depth + len(collapsed)
+            self.stmt(body)
+            f.in_parallel, f.loop_depth = False, f.loop_depth - len(collapsed)
+            for _ in collapsed:
+                f.indent -= 1
+                self.emit("}")
+            return
+        if kind == "unrolled":
+            self.emit(f"#pragma GCC unroll {min(s.extent, 64)}")
+        elif kind == "vectorized" and _simd_safe(s):
+            self.emit("#pragma omp simd")
+        self.emit(f"for ({it} {var} = 0; {var} < {s.extent}; ++{var}) {{")
+        f.indent += 1
+        f.loop_depth += 1
+        self.stmt(s.body)
+        f.loop_depth -= 1
+        f.indent -= 1
+        self.emit("}")
+
+    # --- expressions --------------------------------------------------------------------------
+    def cond(self, e: PrimExpr) -> str:
+        """A condition without redundant outer parentheses."""
+        text = self.expr(e)
+        if text.startswith("(") and text.endswith(")") and _balanced(text[1:-1]):
+            return text[1:-1]
+        return text
+
+    def expr(self, e: PrimExpr) -> str:
+        """C text of a scalar expression."""
+        if isinstance(e, Var):
+            return self.var_name(e)
+        if isinstance(e, (E.IntImm, E.FloatImm)):
+            return c_literal(e.value, e.dtype)
+        if isinstance(e, BufferLoad):
+            return f"{e.buffer.name}[{self.expr(e.index)}]"
+        if isinstance(e, E.Binary):
+            return self._binary(e)
+        if isinstance(e, E.Compare):
+            return f"({self.expr(e.a)} {_CMP[e.kind]} {self.expr(e.b)})"
+        if isinstance(e, E.And):
+            return f"({self.expr(e.a)} && {self.expr(e.b)})"
+        if isinstance(e, E.Or):
+            return f"({self.expr(e.a)} || {self.expr(e.b)})"
+        if isinstance(e, E.Not):
+            return f"(!{self.expr(e.a)})"
+        if isinstance(e, E.Select):
+            return (f"({self.expr(e.condition)} ? {self.expr(e.true_value)} : "
+                    f"{self.expr(e.false_value)})")
+        if isinstance(e, E.Cast):
+            return self._cast(e)
+        if isinstance(e, E.Call):
+            return self._call(e)
+        raise CompileError(f"cannot generate C for expression {e}")
+
+    def _binary(self, e: E.Binary) -> str:
+        a, b = self.expr(e.a), self.expr(e.b)
+        dt = e.dtype
+        if E.is_float_dtype(dt):
+            return self._float_binary(e.kind, a, b, dt)
+        ct = c_type(dt)
+        index = not (_has_load(e.a) or _has_load(e.b))
+        if e.kind in _BINOP:
+            op = _BINOP[e.kind]
+            if index and dt in ("int32", "int64"):
+                return f"({a} {op} {b})"
+            if dt in _UNSIGNED_OF and E.dtype_bits(dt) >= 32:
+                u = _UNSIGNED_OF[dt]
+                return f"({ct})(({u}){a} {op} ({u}){b})"
+            return f"({ct})({a} {op} {b})"
+        if e.kind in ("min", "max"):
+            op = "<" if e.kind == "min" else ">"
+            if index:
+                return f"({a} {op} {b} ? {a} : {b})"
+            return f"({ct})({a} {op} {b} ? {a} : {b})"
+        if e.kind in ("div", "mod", "floordiv", "floormod"):
+            if self._nonneg(e.a) and self._positive(e.b):
+                return f"({a} {'/' if 'div' in e.kind else '%'} {b})"
+            return f"kiln_{e.kind}_{int_helper_names(dt)}({a}, {b})"
+        raise CompileError(f"cannot generate C for {e.kind} of {dt}")
+
+    def _float_binary(self, kind: str, a: str, b: str, dt: str) -> str:
+        ct = c_type(dt)
+        if dt == "float16":
+            inner = self._float_binary(kind, f"(float){a}", f"(float){b}", "float32")
+            return f"(({ct}){inner})"
+        suffix = "f" if dt == "float32" else "d"
+        if kind in _BINOP:
+            return f"({a} {_BINOP[kind]} {b})"
+        if kind == "div":
+            return f"({a} / {b})"
+        if kind == "mod":
+            return f"{'fmodf' if dt == 'float32' else 'fmod'}({a}, {b})"
+        if kind in ("floordiv", "floormod", "min", "max"):
+            return f"kiln_{kind}{suffix}({a}, {b})"
+        raise CompileError(f"cannot generate C for {kind} of {dt}")
+
+    def _nonneg(self, e: PrimExpr) -> bool:
+        lo, _ = self.simp.bound(e)
+        return lo is not None and lo >= 0
+
+    def _positive(self, e: PrimExpr) -> bool:
+        lo, _ = self.simp.bound(e)
+        return lo is not None and lo > 0
+
+    def _cast(self, e: E.Cast) -> str:
+        src, dst = e.value.dtype, e.dtype
+        x = self.expr(e.value)
+        if dst == "bool":
+            return f"({x} != 0)"
+        if E.is_float_dtype(src) and not E.is_float_dtype(dst):
+            return f"{float_to_int_helper(dst)}((double){x})"
+        return f"({c_type(dst)}){x}"
+
+    def _call(self, e: E.Call) -> str:
+        name, dt = e.name, e.dtype
+        args = [self.expr(a) for a in e.args]
+        if name == "if_then_else":
+            return f"({args[0]} ? {args[1]} : {args[2]})"
+        if name in ("isnan", "isinf", "isfinite"):
+            arg = f"(float){args[0]}" if e.args[0].dtype == "float16" else args[0]
+            return f"({name}({arg}) != 0)"
+        if name.startswith(("bitwise_", "shift_")):
+            return self._int_call(name, args, dt)
+        if not E.is_float_dtype(dt):
+            raise CompileError(f"intrinsic {name} is not defined for {dt}")
+        if dt == "float16":
+            inner = E.Call(name, tuple(E.Cast("float32", a) for a in e.args), "float32")
+            return f"((_Float16){self._call(inner)})"
+        double = dt == "float64"
+        if name == "sigmoid":
+            return f"kiln_sigmoid{'d' if double else 'f'}({args[0]})"
+        if name == "rsqrt":
+            one = "1.0" if double else "1.0f"
+            return f"({one} / {'sqrt' if double else 'sqrtf'}({args[0]}))"
+        if name == "exp10":
+            return f"{'pow' if double else 'powf'}({'10.0' if double else '10.0f'}, {args[0]})"
+        fn = _LIBM.get(name)
+        if fn is None:
+            raise CompileError(f"no C implementation of intrinsic {name}")
+        if double:
+            fn = fn[:-1]
+        return f"{fn}({', '.join(args)})"
+
+    def _int_call(self, name: str, args: list[str], dt: str) -> str:
+        ct = c_type(dt)
+        if name == "bitwise_not":
+            return f"({ct})(~{args[0]})"
+        if name.startswith("bitwise_"):
+            op = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}[name]
+            return f"({ct})({args[0]} {op} {args[1]})"
+        helper = "shl" if name == "shift_left" else "shr"
+        return f"kiln_{helper}_{int_helper_names(dt)}({args[0]}, {args[1]})"
+
+
+def float_to_int_helper(dst: str) -> str:
+    """The prelude call converting a double to integer ``dst`` (see ``kiln_f2i32``)."""
+    if dst == "uint64":
+        return "kiln_f2u64"
+    if dst in ("int64", "uint32"):
+        return "kiln_f2i64" if dst == "int64" else "(uint32_t)kiln_f2i64"
+    if dst == "int32":
+        return "kiln_f2i32"
+    return f"({c_type(dst)})kiln_f2i32"
+
+
+def vector_type_name(dtype: str, lanes: int) -> str:
+    """Name of the GCC vector type of ``lanes`` elements of ``dtype`` (bool: uint8)."""
+    short = {"bool": "u8", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+             "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+             "float16": "f16", "float32": "f32", "float64": "f64"}[dtype]
+    return f"kiln_{short}x{lanes}"
+
+
+def _np_name(dtype: str) -> str:
+    return "bool" if dtype == "bool" else dtype
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth < 0:
+                return False
+    return depth == 0
+
+
+def _stmt_exprs(s: Stmt) -> list[PrimExpr]:
+    if isinstance(s, Store):
+        return [s.index, s.value]
+    if isinstance(s, (LetStmt, Evaluate)):
+        return [s.value]
+    if isinstance(s, IfThenElse):
+        return [s.condition]
+    return []
+
+
+def _loop_ranges(s: Stmt) -> dict[Var, tuple[int, int]]:
+    return {n.var: (0, max(n.extent - 1, 0)) for n in walk_stmts(s) if isinstance(n, For)}
+
+
+def _max_alloc(s: Stmt) -> int:
+    return max([n.buffer.size for n in walk_stmts(s) if isinstance(n, Allocate)] + [0])
+
+
+def _simd_safe(loop: For) -> bool:
+    """``omp simd`` needs iterations without loop-carried dependences: every store must move."""
+    for s in walk_stmts(loop.body):
+        if isinstance(s, For):
+            return False
+        if isinstance(s, Store) and loop.var not in _vars(s.index):
+            return False
+    return True
+
+
+def _vars(e: PrimExpr) -> set[Var]:
+    return {n for n in post_order(e) if isinstance(n, Var)}
+

@@ -1,0 +1,476 @@
+"""Vectorized loops as GCC vector-extension code.
+
+A loop marked ``vectorized`` whose extent ``L`` is a power of two becomes straight-line code on
+``L``-lane vectors (``typedef float kiln_f32x8 __attribute__((vector_size(32)))``): stores must
+be contiguous in the loop variable; loads are contiguous (one vector load), uniform (a scalar
+broadcast) or gathered lane by lane; arithmetic, comparisons (as lane masks), selects and casts
+map to vector operations; float32 ``exp``/``tanh``/``sigmoid``/``erf`` use the vector
+approximations of :mod:`kiln.codegen.c_prelude`; other operations run lane by lane. A loop whose
+body is guarded by bounds checks that are linear in the loop variable (the tail of a split that
+does not divide) runs the vector code when the check holds at the first and last lane and a
+scalar loop otherwise. Anything else (nested loops, float16, stores that do not move with the
+loop) falls back to a scalar loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kiln.te import expr as E
+from kiln.te.expr import PrimExpr, Var, const
+from kiln.te.loop_ir import (
+    Allocate,
+    BufferLoad,
+    Evaluate,
+    For,
+    IfThenElse,
+    LetStmt,
+    Seq,
+    Stmt,
+    Store,
+    walk_stmts,
+)
+from kiln.te.visit import children, post_order, rebuild, substitute
+
+if TYPE_CHECKING:
+    from kiln.codegen.c_codegen import CCodegen
+
+__all__ = ["emit_vector_loop"]
+
+_VECTOR_MATH = ("exp", "tanh", "sigmoid", "erf")
+_MASK_DTYPE = {8: "int8", 16: "int16", 32: "int32", 64: "int64"}
+
+
+@dataclass
+class _VVal:
+    """A value in vector code: ``s`` scalar, ``v`` vector of ``dtype``, ``m`` lane mask."""
+
+    code: str
+    kind: str
+    dtype: str
+    bits: int = 0
+
+
+def _bits(dtype: str) -> int:
+    return 8 if dtype == "bool" else E.dtype_bits(dtype)
+
+
+def emit_vector_loop(cg: CCodegen, loop: For) -> bool:
+    """Emit ``loop`` as vector code; ``False`` (nothing emitted) when it does not qualify."""
+    lanes = loop.extent
+    if lanes < 2 or lanes & (lanes - 1) or lanes > 64:
+        return False
+    guard, body = _peel_guard(cg, loop)
+    if not _supported(cg, loop, body, lanes):
+        return False
+    v = loop.var
+    name = cg.var_name(v)
+    cg.emit(f"{{  /* {name}: {lanes} lanes */")
+    cg._f.indent += 1
+    if guard is not None:
+        ends = [cg.simp.simplify(substitute(guard, {v: const(k)})) for k in (0, lanes - 1)]
+        checks = [f"({cg.cond(c)})" for c in ends if not isinstance(c, E.IntImm)]
+        cg.emit(f"if ({' && '.join(checks) or '1'}) {{")
+        cg._f.indent += 1
+    _VectorBody(cg, v, lanes).stmt(body)
+    if guard is not None:
+        cg._f.indent -= 1
+        cg.emit("} else {")
+        cg._f.indent += 1
+        cg.stmt(For(v, lanes, "serial", loop.body))
+        cg._f.indent -= 1
+        cg.emit("}")
+    cg._f.indent -= 1
+    cg.emit("}")
+    return True
+
+
+def _peel_guard(cg: CCodegen, loop: For) -> tuple[PrimExpr | None, Stmt]:
+    """A bounds check around the whole body that holds on an interval of lanes."""
+    body = loop.body
+    if isinstance(body, IfThenElse) and body.else_case is None \
+            and loop.var in _vars(body.condition) and _convex_in(cg, body.condition, loop.var):
+        return body.condition, body.then_case
+    return None, body
+
+
+def _convex_in(cg: CCodegen, cond: PrimExpr, v: Var) -> bool:
+    """Whether ``cond`` is a conjunction of comparisons linear in ``v`` (true on an interval)."""
+    if isinstance(cond, E.And):
+        return _convex_in(cg, cond.a, v) and _convex_in(cg, cond.b, v)
+    if v not in _vars(cond):
+        return True
+    if not isinstance(cond, E.Compare) or cond.kind in ("eq", "ne"):
+        return False
+    lin = cg.simp.linear(cg.simp.simplify(cond.a - cond.b))
+    return all(atom is v or v not in _vars(atom) for _, atom in lin.terms.values())
+
+
+def _vars(e: PrimExpr) -> set[Var]:
+    return {n for n in post_order(e) if isinstance(n, Var)}
+
+
+def _coef(cg: CCodegen, index: PrimExpr, v: Var) -> int | None:
+    """The coefficient of ``v`` in a linear index (None when ``v`` appears non-linearly)."""
+    lin = cg.simp.linear(cg.simp.simplify(index))
+    coef = 0
+    for c, atom in lin.terms.values():
+        if atom is v:
+            coef = c
+        elif v in _vars(atom):
+            return None
+    return coef
+
+
+_VECTOR_CALLS = ("fabs", "isnan", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not")
+
+
+def _scalar_only(n: PrimExpr) -> bool:
+    """Operations with no vector form: vector code would run them lane by lane anyway (a lazy
+    ``if_then_else`` loads lane by lane too), so the loop is better left to the compiler as
+    scalar code (shorter, and just as fast)."""
+    if isinstance(n, E.Binary):
+        return n.kind in ("mod", "floordiv", "floormod") or (n.kind == "div"
+                                                             and not E.is_float_dtype(n.dtype))
+    if isinstance(n, E.Cast):
+        return E.is_float_dtype(n.value.dtype) and not E.is_float_dtype(n.dtype) \
+            and n.dtype != "bool"
+    if isinstance(n, E.Call):
+        return n.name not in _VECTOR_CALLS and not (n.dtype == "float32"
+                                                    and n.name in _VECTOR_MATH)
+    return False
+
+
+def _value_nodes(e: PrimExpr, v: Var) -> list[PrimExpr]:
+    """Nodes of a value that vary with ``v``, not looking into load indices (a load that is not
+    contiguous is gathered lane by lane whatever its index computes)."""
+    out: list[PrimExpr] = []
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if v not in _vars(n):
+            continue
+        out.append(n)
+        if not isinstance(n, BufferLoad):
+            stack.extend(children(n))
+    return out
+
+
+def _supported(cg: CCodegen, loop: For, body: Stmt, lanes: int) -> bool:
+    v = loop.var
+    stores: dict[int, list[PrimExpr]] = {}
+    exprs: list[PrimExpr] = []
+    values: list[PrimExpr] = []
+    for s in walk_stmts(body):
+        if isinstance(s, (For, Evaluate, Allocate)):
+            return False
+        if isinstance(s, Store):
+            if s.buffer.dtype == "float16" or _coef(cg, s.index, v) != 1:
+                return False
+            stores.setdefault(id(s.buffer), []).append(s.index)
+            exprs += [s.index, s.value]
+            values.append(s.value)
+        elif isinstance(s, LetStmt):
+            exprs.append(s.value)
+            values.append(s.value)
+        elif isinstance(s, IfThenElse):
+            if v in _vars(s.condition):
+                return False
+            exprs.append(s.condition)
+    for e in exprs:
+        for n in post_order(e):
+            if n.dtype == "float16":
+                return False
+    for e in values:
+        if any(_scalar_only(n) for n in _value_nodes(e, v)):
+            return False
+            if isinstance(n, BufferLoad) and id(n.buffer) in stores:
+                key = cg.simp.key(cg.simp.simplify(n.index))
+                if all(cg.simp.key(cg.simp.simplify(i)) != key for i in stores[id(n.buffer)]):
+                    return False  # reads another lane's element of a buffer the loop writes
+    return all(_bits(n.dtype) * lanes <= 8 * 256 for e in exprs for n in post_order(e))
+
+
+class _VectorBody:
+    """Emits the statements of a vector loop body."""
+
+    def __init__(self, cg: CCodegen, v: Var, lanes: int):
+        self.cg = cg
+        self.v = v
+        self.lanes = lanes
+        self.env: dict[int, _VVal] = {}
+        self.memo: dict[object, tuple[PrimExpr, _VVal]] = {}
+
+    # --- types and temporaries --------------------------------------------------------------
+    def vtype(self, dtype: str) -> str:
+        from kiln.codegen.c_codegen import vector_type_name
+
+        self.cg.vector_types.add((dtype, self.lanes))
+        return vector_type_name(dtype, self.lanes)
+
+    def mtype(self, bits: int) -> str:
+        return self.vtype(_MASK_DTYPE[bits])
+
+    def temp(self, ctype: str, code: str) -> str:
+        name = self.cg.temp_name("v")
+        self.cg.emit(f"{ctype} {name} = {code};")
+        return name
+
+    # --- statements -------------------------------------------------------------------------
+    def stmt(self, s: Stmt) -> None:
+        cg = self.cg
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                self.stmt(x)
+        elif isinstance(s, Store):
+            base = cg.expr(cg.simp.simplify(substitute(s.index, {self.v: const(0)})))
+            value = self.as_vec(self.expr(s.value), s.buffer.dtype)
+            cg.emit(f"*({self.vtype(s.buffer.dtype)}u*)&{s.buffer.name}[{base}] = {value};")
+            self._forget_loads_of(s.buffer)
+        elif isinstance(s, LetStmt):
+            val = self.expr(s.value)
+            if val.kind == "s":
+                from kiln.codegen.c_codegen import c_type
+
+                cg.emit(f"const {c_type(s.var.dtype)} {cg.var_name(s.var)} = {val.code};")
+            else:
+                self.env[id(s.var)] = val
+            self.stmt(s.body)
+        elif isinstance(s, IfThenElse):
+            cg.emit(f"if ({cg.cond(s.condition)}) {{")
+            cg._f.indent += 1
+            self.stmt(s.then_case)
+            cg._f.indent -= 1
+            if s.else_case is not None:
+                cg.emit("} else {")
+                cg._f.indent += 1
+                self.stmt(s.else_case)
+                cg._f.indent -= 1
+            cg.emit("}")
+
+    # --- conversions --------------------------------------------------------------------------
+    def as_vec(self, val: _VVal, dtype: str) -> str:
+        """``val`` as a vector of ``dtype`` (bool as 0/1 bytes)."""
+        vt = self.vtype(dtype)
+        if val.kind == "s":
+            from kiln.codegen.c_codegen import c_type
+
+            scalar = val.code if val.dtype == dtype else f"({c_type(dtype)})({val.code})"
+            return f"(({vt}){{}} + {scalar})"
+        if val.kind == "m":
+            bytemask = self.convert_mask(val, 8)
+            return f"(({vt})({bytemask} & 1))"
+        return val.code
+
+    def convert_mask(self, val: _VVal, bits: int) -> str:
+        if val.bits == bits:
+            return val.code
+        return f"__builtin_convertvector({val.code}, {self.mtype(bits)})"
+
+    def as_mask(self, val: _VVal, bits: int) -> str:
+        """``val`` (a bool) as a lane mask of ``bits``-wide integers (-1 true, 0 false)."""
+        mt = self.mtype(bits)
+        if val.kind == "s":
+            return f"(({mt}){{}} + (({val.code}) ? -1 : 0))"
+        if val.kind == "m":
+            return self.convert_mask(val, bits)
+        nonzero = _VVal(f"({val.code} != 0)", "m", "bool", _bits(val.dtype))
+        return self.convert_mask(nonzero, bits)
+
+    def blend(self, mask: str, a: str, b: str, dtype: str) -> str:
+        vt = self.vtype(dtype)
+        it = self.mtype(_bits(dtype))
+        if not mask.isidentifier():
+            mask = self.temp(it, mask)
+        return f"({vt})((({it}){a} & {mask}) | (({it}){b} & ~{mask}))"
+
+    # --- expressions --------------------------------------------------------------------------
+    def expr(self, e: PrimExpr) -> _VVal:
+        key = self.cg.simp.key(e)  # structurally equal sub-expressions are computed once
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit[1]
+        out = self._expr(e)
+        self.memo[key] = (e, out)
+        return out
+
+    def _forget_loads_of(self, buffer: object) -> None:
+        """A store invalidates remembered values that read the stored buffer."""
+        for key, (e, _) in list(self.memo.items()):
+            if any(isinstance(n, BufferLoad) and n.buffer is buffer for n in post_order(e)):
+                del self.memo[key]
+
+    def _uniform(self, e: PrimExpr) -> bool:
+        return not any((isinstance(n, Var) and (n is self.v or id(n) in self.env))
+                       for n in post_order(e))
+
+    def _expr(self, e: PrimExpr) -> _VVal:
+        cg = self.cg
+        if self._uniform(e):
+            return _VVal(cg.expr(e), "s", e.dtype)
+        if isinstance(e, Var):
+            if e is self.v:
+                vt = self.vtype(e.dtype)
+                lanes = ", ".join(str(k) for k in range(self.lanes))
+                return _VVal(self.temp(vt, f"({vt}){{{lanes}}}"), "v", e.dtype)
+            return self.env[id(e)]
+        if isinstance(e, BufferLoad):
+            return self._load(e)
+        if isinstance(e, E.Binary):
+            return self._binary(e)
+        if isinstance(e, E.Compare):
+            dt = e.a.dtype
+            a = self.as_vec(self.expr(e.a), dt)
+            b = self.as_vec(self.expr(e.b), dt)
+            op = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[e.kind]
+            bits = _bits(dt)
+            return _VVal(self.temp(self.mtype(bits), f"{a} {op} {b}"), "m", "bool", bits)
+        if isinstance(e, (E.And, E.Or)):
+            a = self.expr(e.a)
+            bits = a.bits if a.kind == "m" else 32
+            op = "&" if isinstance(e, E.And) else "|"
+            code = f"{self.as_mask(a, bits)} {op} {self.as_mask(self.expr(e.b), bits)}"
+            return _VVal(self.temp(self.mtype(bits), code), "m", "bool", bits)
+        if isinstance(e, E.Not):
+            a = self.expr(e.a)
+            bits = a.bits if a.kind == "m" else 8
+            return _VVal(self.temp(self.mtype(bits), f"~{self.as_mask(a, bits)}"), "m", "bool",
+                         bits)
+        if isinstance(e, E.Select):
+            return self._select(e.condition, e.true_value, e.false_value, e.dtype)
+        if isinstance(e, E.Cast):
+            return self._cast(e)
+        if isinstance(e, E.Call):
+            return self._call(e)
+        return self._lanewise(e)
+
+    def _load(self, e: BufferLoad) -> _VVal:
+        cg = self.cg
+        coef = _coef(cg, e.index, self.v)
+        vt = self.vtype(e.dtype)
+        if coef == 1:
+            base = cg.expr(cg.simp.simplify(substitute(e.index, {self.v: const(0)})))
+            return _VVal(self.temp(vt, f"*(const {vt}u*)&{e.buffer.name}[{base}]"), "v", e.dtype)
+        return self._lanewise(e)
+
+    def _binary(self, e: E.Binary) -> _VVal:
+        dt = e.dtype
+        vt = self.vtype(dt)
+        if e.kind in ("add", "sub", "mul") or (e.kind == "div" and E.is_float_dtype(dt)):
+            a = self.as_vec(self.expr(e.a), dt)
+            b = self.as_vec(self.expr(e.b), dt)
+            op = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[e.kind]
+            if E.is_int_dtype(dt):
+                ut = self.vtype("u" + dt)
+                return _VVal(self.temp(vt, f"({vt})(({ut}){a} {op} ({ut}){b})"), "v", dt)
+            return _VVal(self.temp(vt, f"{a} {op} {b}"), "v", dt)
+        if e.kind in ("min", "max"):
+            a = self.as_vec(self.expr(e.a), dt)
+            b = self.as_vec(self.expr(e.b), dt)
+            op = "<" if e.kind == "min" else ">"
+            mask = f"({a} {op} {b})"
+            if E.is_float_dtype(dt):
+                mask = f"({mask} | ({a} != {a}))"
+            return _VVal(self.temp(vt, self.blend(mask, a, b, dt)), "v", dt)
+        return self._lanewise(e)
+
+    def _select(self, cond: PrimExpr, t: PrimExpr, f: PrimExpr, dt: str) -> _VVal:
+        mask = self.as_mask(self.expr(cond), _bits(dt))
+        a = self.as_vec(self.expr(t), dt)
+        b = self.as_vec(self.expr(f), dt)
+        return _VVal(self.temp(self.vtype(dt), self.blend(mask, a, b, dt)), "v", dt)
+
+    def _cast(self, e: E.Cast) -> _VVal:
+        src, dst = e.value.dtype, e.dtype
+        val = self.expr(e.value)
+        if dst == "bool":
+            bits = _bits(src)
+            if val.kind == "m":
+                return val
+            zero = f"(({self.vtype(src)}){{}})"
+            return _VVal(self.temp(self.mtype(bits), f"{self.as_vec(val, src)} != {zero}"),
+                         "m", "bool", bits)
+        vt = self.vtype(dst)
+        if src == "bool":
+            if val.kind == "m":
+                conv = f"__builtin_convertvector({val.code}, {vt})"
+                return _VVal(self.temp(vt, f"-{conv}" if E.is_float_dtype(dst)
+                                       else f"({vt})(-{conv})"), "v", dst)
+            return _VVal(self.temp(vt, f"__builtin_convertvector({val.code}, {vt})"), "v", dst)
+        if E.is_float_dtype(src) and not E.is_float_dtype(dst):
+            return self._lanewise(e)
+        return _VVal(self.temp(vt, f"__builtin_convertvector({self.as_vec(val, src)}, {vt})"),
+                     "v", dst)
+
+    def _call(self, e: E.Call) -> _VVal:
+        dt = e.dtype
+        if e.name == "if_then_else":
+            return self._lanewise(e)
+        if dt == "float32" and e.name in _VECTOR_MATH:
+            a = self.as_vec(self.expr(e.args[0]), dt)
+            self.cg.vector_math.add(self.lanes)
+            fn = f"kiln_v{e.name}_f32x{self.lanes}"
+            return _VVal(self.temp(self.vtype(dt), f"{fn}({a})"), "v", dt)
+        if e.name == "fabs" and dt in ("float32", "float64"):
+            a = self.as_vec(self.expr(e.args[0]), dt)
+            it = self.mtype(_bits(dt))
+            lit = "0x7fffffff" if dt == "float32" else "0x7fffffffffffffffll"
+            return _VVal(self.temp(self.vtype(dt), f"({self.vtype(dt)})(({it}){a} & {lit})"),
+                         "v", dt)
+        if e.name == "isnan":
+            a = self.as_vec(self.expr(e.args[0]), e.args[0].dtype)
+            bits = _bits(e.args[0].dtype)
+            return _VVal(self.temp(self.mtype(bits), f"{a} != {a}"), "m", "bool", bits)
+        if e.name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+            a = self.as_vec(self.expr(e.args[0]), dt)
+            b = self.as_vec(self.expr(e.args[1]), dt)
+            op = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}[e.name]
+            return _VVal(self.temp(self.vtype(dt), f"{a} {op} {b}"), "v", dt)
+        if e.name == "bitwise_not":
+            a = self.as_vec(self.expr(e.args[0]), dt)
+            return _VVal(self.temp(self.vtype(dt), f"~{a}"), "v", dt)
+        return self._lanewise(e)
+
+    def _lanewise(self, e: PrimExpr) -> _VVal:
+        """Each lane computed by scalar code on vector operands (lazy branches stay lazy)."""
+        lazy = isinstance(e, (BufferLoad, E.Select)) or \
+            (isinstance(e, E.Call) and e.name == "if_then_else")
+        if not lazy:
+            kids = []
+            for child in children(e):
+                val = self.expr(child)
+                if val.kind == "s":
+                    kids.append(child)
+                    continue
+                operand = Var(self.cg.temp_name("lane"), child.dtype)
+                if val.kind == "v":
+                    self.env[id(operand)] = val
+                else:  # a mask: lanes of 0 / 1
+                    code = self.as_vec(val, "bool")
+                    self.env[id(operand)] = _VVal(self.temp(self.vtype("bool"), code), "v",
+                                                  "bool")
+                kids.append(operand)
+            e = rebuild(e, tuple(kids))
+        return self._lanes(e)
+
+    def _lanes(self, e: PrimExpr) -> _VVal:
+        cg = self.cg
+        vectors = [n for n in post_order(e) if isinstance(n, Var) and id(n) in self.env]
+        names = cg._f.var_names
+        saved = {id(var): names.get(id(var)) for var in vectors}
+        lanes = []
+        for k in range(self.lanes):
+            for var in vectors:  # a vector let variable reads as its lane
+                names[id(var)] = f"{self.env[id(var)].code}[{k}]"
+            lane = cg.simp.simplify(substitute(e, {self.v: const(k)}))
+            lanes.append(cg.expr(lane))
+        for key, old in saved.items():
+            if old is None:
+                names.pop(key, None)
+            else:
+                names[key] = old
+        dt = e.dtype
+        vt = self.vtype(dt)
+        return _VVal(self.temp(vt, f"({vt}){{{', '.join(lanes)}}}"), "v", dt)
+

@@ -1,0 +1,316 @@
+"""``build_native``: fused relay functions to one compiled library of C kernels.
+
+For each fused function (a ``Function`` with ``Primitive=1``) the op calls in its body are
+turned into one tensor-expression DAG with every operator's ``OpDef.compute``; the DAG is
+scheduled (a tuned schedule when ``schedule_lookup`` supplies one, otherwise
+:func:`~kiln.te.default_schedule.default_schedule`: injective producers inlined, outer loops
+parallel, inner loops vectorized), lowered to loop IR and printed as a C kernel named after the
+function. All kernels of a module go into one translation unit (several, compiled in parallel
+and linked into one library, for large modules) built by :mod:`kiln.codegen.compiler`'s cache.
+
+Kernel arguments are the function's parameters (tuple-typed parameters flattened field by field)
+followed by its outputs (a tuple result gives several). Ops whose argument is a tuple
+(``concatenate``) receive the tuple's tensors one after another in ``inputs``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+import shlex
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kiln.codegen.c_codegen import CCodegen
+from kiln.config import settings, usable_cpus
+from kiln.errors import CompileError
+from kiln.ir.expr import Call, Constant, Function, Op, Tuple, TupleGetItem, Var
+from kiln.ir.types import TensorType, TupleType, Type
+from kiln.ir.visitor import post_order
+from kiln.te import expr as E
+from kiln.te.dag import ComputeDAG
+from kiln.te.default_schedule import default_schedule
+from kiln.te.loop_ir import PrimFunc
+from kiln.te.lower import lower
+from kiln.te.tensor import PlaceholderOp, Tensor, compute, placeholder
+
+__all__ = [
+    "COMPILE_FLAGS",
+    "FunctionDAG",
+    "build_native",
+    "detect_vector_bytes",
+    "float16_supported",
+    "function_to_dag",
+    "generate_module_sources",
+]
+
+# Extra compile flags for generated kernels: fused multiply-add contraction (faster, and at
+# least as accurate), and no errno from libm (lets GCC inline sqrt and friends). No fast-math.
+COMPILE_FLAGS: tuple[str, ...] = ("-ffp-contract=fast", "-fno-math-errno")
+# Kernels per translation unit when a module is compiled in several pieces.
+KERNELS_PER_CHUNK = 48
+
+ScheduleLookup = Callable[[ComputeDAG, str], Any]
+
+
+@functools.cache
+def _vector_bytes_for(cc: str) -> int:
+    try:
+        out = subprocess.run([*shlex.split(cc), "-march=native", "-dM", "-E", "-x", "c",
+                              "/dev/null"], capture_output=True, text=True, timeout=60, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return 16
+    macros = set(re.findall(r"#define (\w+)", out.stdout))
+    if "__AVX512F__" in macros:
+        return 64
+    if "__AVX__" in macros:
+        return 32
+    return 16
+
+
+def detect_vector_bytes() -> int:
+    """Vector register bytes of ``-march=native`` (64 with AVX-512F, 32 with AVX, else 16)."""
+    return _vector_bytes_for(settings.cc)
+
+
+@functools.cache
+def _float16_for(cc: str) -> bool:
+    snippet = "_Float16 kiln_probe(_Float16 a, _Float16 b) { return a * b; }\n"
+    try:
+        proc = subprocess.run([*shlex.split(cc), "-march=native", "-std=c99", "-x", "c", "-c",
+                               "-o", "/dev/null", "-"], input=snippet, capture_output=True,
+                              text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return proc.returncode == 0
+
+
+def float16_supported() -> bool:
+    """Whether the C compiler has ``_Float16`` (float16 kernels need it)."""
+    return _float16_for(settings.cc)
+
+
+class FunctionDAG:
+    """A fused function as a DAG: its tensors, kernel arguments and provenance."""
+
+    def __init__(self, dag: ComputeDAG, args: list[Tensor], ops: list[str], sources: list[str]):
+        self.dag = dag
+        self.args = args
+        self.ops = ops
+        self.source_names = sources
+
+
+def _placeholders(ty: Type, names: list[str]) -> list[Tensor]:
+    if isinstance(ty, TupleType):
+        return [t for f in ty.fields for t in _placeholders(f, names)]
+    if not isinstance(ty, TensorType):
+        raise CompileError(f"a fused function parameter has type {ty}; the C target takes tensors")
+    name = f"p{len(names)}"
+    names.append(name)
+    return [placeholder(ty.shape, ty.dtype, name)]
+
+
+def _param_type(p: Var) -> Type:
+    if p.has_type:
+        return p.checked_type
+    if p.type_annotation is not None:
+        return p.type_annotation
+    raise CompileError(f"parameter {p.name_hint} of a fused function has no type; run InferType")
+
+
+def _constant(c: Constant, index: int) -> Tensor:
+    value = np.asarray(c.value)
+    dtype = c.tensor_type.dtype
+    if value.ndim == 0:
+        scalar = value.item()
+        return compute((), lambda: E.const(scalar, dtype), name=f"T_const{index}", tag="injective")
+    op = PlaceholderOp(f"c{index}", value.shape, dtype, attrs={"value": value})
+    return op.output(0)
+
+
+def _flat(value: Any) -> list[Tensor]:
+    if isinstance(value, Tensor):
+        return [value]
+    return [t for v in value for t in _flat(v)]
+
+
+def function_to_dag(func: Function, name: str = "kernel") -> FunctionDAG:
+    """The tensor-expression DAG of a fused function (see the module docstring).
+
+    Raises
+    ------
+    CompileError
+        An operator has no ``compute``, or its compute returns the wrong shapes or dtypes.
+    """
+    from kiln.op.registry import get_op_def
+
+    names: list[str] = []
+    values: dict[int, Any] = {}
+    args: list[Tensor] = []
+    for p in func.params:
+        ty = _param_type(p)
+        ts = _placeholders(ty, names)
+        values[id(p)] = ts if isinstance(ty, TupleType) else ts[0]
+        args += ts
+    ops: list[str] = []
+    sources: list[str] = []
+    n_const = 0
+    for node in post_order(func.body, into_functions=False):
+        if id(node) in values or isinstance(node, Op):
+            continue
+        if isinstance(node, Constant):
+            values[id(node)] = _constant(node, n_const)
+            n_const += 1
+        elif isinstance(node, Tuple):
+            values[id(node)] = [values[id(f)] for f in node.fields]
+        elif isinstance(node, TupleGetItem):
+            values[id(node)] = values[id(node.tuple_value)][node.index]
+        elif isinstance(node, Call):
+            values[id(node)] = _call_compute(node, values, name, get_op_def)
+            op_name = node.op.name if isinstance(node.op, Op) else str(node.op)
+            ops.append(op_name)
+            sources += [s for s in node.source_names if s not in sources]
+        elif not isinstance(node, Var):
+            raise CompileError(f"fused function {name}: cannot generate code for a "
+                               f"{type(node).__name__} node")
+    outs = _flat(values[id(func.body)])
+    final: list[Tensor] = []
+    for t in outs:
+        if isinstance(t.op, PlaceholderOp) or any(t == o for o in final):
+            src = t
+            t = compute(src.shape, lambda *i, s=src: s(*i), name="T_copy", tag="injective")
+        final.append(t)
+    dag = ComputeDAG(args + final)
+    return FunctionDAG(dag, args + final, ops, sources)
+
+
+def _call_compute(call: Call, values: dict[int, Any], func_name: str,
+                  get_op_def: Callable[[str], Any]) -> Any:
+    op = call.op
+    if not isinstance(op, Op):
+        raise CompileError(f"fused function {func_name} calls {op}; only operators can be compiled")
+    op_def = get_op_def(op.name)
+    where = f" (source nodes: {', '.join(call.source_names)})" if call.source_names else ""
+    if op_def.compute is None:
+        raise CompileError(f"operator {op.name}{where} has no tensor-expression compute, so the C "
+                           f"target cannot build fused function {func_name}; use target "
+                           "'numpy' or add a compute to the operator")
+    inputs: list[Tensor] = []
+    for a in call.args:
+        inputs += _flat(values[id(a)])
+    out_type = call.checked_type if call.has_type else None
+    if out_type is None:
+        raise CompileError(f"operator {op.name}{where} in {func_name} is not typed; run InferType")
+    try:
+        result = op_def.compute(inputs, call.attrs, out_type)
+    except CompileError:
+        raise
+    except Exception as err:  # an op's compute failing is a build error naming the op
+        shapes = ", ".join(f"{t.dtype}{list(t.shape)}" for t in inputs)
+        raise CompileError(f"compute of {op.name}{where} failed on inputs {shapes}: "
+                           f"{type(err).__name__}: {err}") from err
+    _check_result(op.name + where, result, out_type)
+    return result
+
+
+def _check_result(what: str, result: Any, out_type: Type) -> None:
+    expected = list(out_type.fields) if isinstance(out_type, TupleType) else [out_type]
+    got = _flat(result)
+    if len(got) != len(expected):
+        raise CompileError(f"compute of {what} returned {len(got)} tensor(s), its type has "
+                           f"{len(expected)}")
+    for t, ty in zip(got, expected):
+        assert isinstance(ty, TensorType)
+        if tuple(t.shape) != tuple(ty.shape) or t.dtype != ty.dtype:
+            raise CompileError(f"compute of {what} returned {t.dtype}{list(t.shape)}, expected "
+                               f"{ty.dtype}{list(ty.shape)}")
+
+
+# Names the generated translation unit already uses (C library, libm, OpenMP, Kiln's prelude).
+_RESERVED = {
+    "abs", "abort", "calloc", "exit", "free", "main", "malloc", "realloc", "div", "ldiv",
+    "copysign", "copysignf", "fmax", "fmin", "fmaxf", "fminf", "nan", "nanf", "hypot", "cbrt",
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "tanh", "erf", "erfc",
+    "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+    "fabs", "floor", "ceil", "trunc", "round", "nearbyint", "rint", "pow", "atan2", "fmod",
+    "isnan", "isinf", "isfinite", "signbit", "lround", "lrint", "frexp", "ldexp", "modf",
+}
+
+
+def _check_kernel_name(name: str) -> None:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise CompileError(f"kernel name {name!r} is not a C identifier")
+    base = name[:-1] if name.endswith(("f", "l")) and name[:-1] in _RESERVED else name
+    if base in _RESERVED or name.startswith(("kiln_", "omp_", "__")):
+        raise CompileError(f"kernel name {name!r} clashes with a C library or Kiln runtime name; "
+                           "choose another func_name")
+
+
+def lower_function(name: str, func: Function, vector_bytes: int, num_threads: int,
+                   schedule_lookup: ScheduleLookup | None = None) -> PrimFunc:
+    """The loop IR of one fused function (tuned schedule if found, else the default)."""
+    _check_kernel_name(name)
+    fdag = function_to_dag(func, name)
+    steps = schedule_lookup(fdag.dag, name) if schedule_lookup is not None else None
+    if steps is None:
+        steps = default_schedule(fdag.dag, vector_bytes, num_threads)
+    attrs = {"fused_ops": fdag.ops, "source_names": fdag.source_names}
+    return lower(fdag.dag, steps, args=fdag.args, name=name, attrs=attrs)
+
+
+def generate_module_sources(prims: Sequence[PrimFunc], vector_bytes: int,
+                            chunk: int | None = None) -> list[str]:
+    """C translation units for the kernels (the first one defines the thread-count setter)."""
+    chunk = chunk or KERNELS_PER_CHUNK
+    groups = [list(prims[i:i + chunk]) for i in range(0, len(prims), chunk)] or [[]]
+    return [CCodegen(vector_bytes).module(g, define_runtime=(i == 0))
+            for i, g in enumerate(groups)]
+
+
+def build_native(functions: Mapping[str, Function], target: Any = None, *,
+                 schedule_lookup: ScheduleLookup | None = None) -> Any:
+    """Compile fused functions into a :class:`~kiln.runtime.native.NativeLibrary`.
+
+    Parameters
+    ----------
+    functions : mapping of str to Function
+        Kernel name (the graph JSON ``func_name``) to fused primitive function.
+    target : Target or str, optional
+        The C target (``"c"``, ``"llvm ..."``); code is generated for the host's ``-march=native``.
+    schedule_lookup : callable, optional
+        ``schedule_lookup(dag, func_name) -> State | list[Step] | None``: a tuned schedule for a
+        function's DAG, or None to use the default schedule.
+
+    Returns
+    -------
+    NativeLibrary
+        One library exporting every kernel and ``kiln_set_num_threads``.
+    """
+    from kiln.codegen.compiler import compile_cached, compile_shared
+    from kiln.runtime.native import NativeLibrary
+
+    vector_bytes = detect_vector_bytes()
+    threads = max(1, settings.num_threads)
+    prims = [lower_function(name, fn, vector_bytes, threads, schedule_lookup)
+             for name, fn in functions.items()]
+    signatures = {p.name: tuple((tuple(b.shape), b.dtype) for b in p.params) for p in prims}
+    sources = generate_module_sources(prims, vector_bytes)
+    hint = "kernels" if len(prims) != 1 else prims[0].name
+    if len(sources) == 1:
+        so = compile_cached(sources[0], hint, flags=COMPILE_FLAGS)
+        return NativeLibrary(so, sources=[so.with_suffix(".c")], signatures=signatures)
+    workers = max(1, min(len(sources), usable_cpus()))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        parts = list(pool.map(lambda s: compile_cached(s, f"{hint}_part", flags=COMPILE_FLAGS),
+                              sources))
+    key = hashlib.sha256("\0".join(str(p) for p in parts).encode()).hexdigest()[:24]
+    out = Path(settings.cache_dir) / "compile" / f"{hint}-{key}.so"
+    if not out.is_file():
+        compile_shared([p.with_suffix(".o") for p in parts], out, extra_flags=COMPILE_FLAGS)
+    return NativeLibrary(out, sources=[p.with_suffix(".c") for p in parts], signatures=signatures)

@@ -1,0 +1,194 @@
+"""The generic schedule used when no tuned record exists, written as Ansor steps.
+
+* Every injective stage that is not an output is inlined into its consumers (``CI``), except a
+  conditional one (padding) read by a reduction, which keeps its own buffer.
+* An element-wise or injective output: the trailing axes along which every input is read
+  contiguously (or not at all: broadcast) are fused into one vector dimension; it is split by the
+  vector width and the inner part vectorized; everything outside is fused into one loop, run in
+  parallel when the stage has enough work for the usable CPUs.
+* A reduction: when its innermost spatial axis is read contiguously, that axis is split by the
+  vector width and its inner part moved inside the reduction loops and vectorized; the outer
+  spatial loops are fused and run in parallel when there is enough work.
+
+The result is a :class:`~kiln.te.loop_state.State`, so a default schedule can be printed,
+recorded and replayed like a tuned one.
+"""
+
+from __future__ import annotations
+
+from kiln.te import expr as E
+from kiln.te.bound import resolve_inlined
+from kiln.te.dag import ComputeDAG
+from kiln.te.expr import PrimExpr, Var
+from kiln.te.loop_state import State
+from kiln.te.simplify import Simplifier
+from kiln.te.tensor import ComputeOp
+from kiln.te.visit import post_order
+
+__all__ = ["PARALLEL_MIN_WORK", "default_schedule", "vector_lanes"]
+
+# Below this many inner-loop iterations a parallel region costs more than it saves.
+PARALLEL_MIN_WORK = 1 << 15
+
+
+def vector_lanes(dtype: str, vector_bytes: int) -> int:
+    """Lanes of a vector register for ``dtype`` (bool counts as one byte)."""
+    size = 1 if dtype == "bool" else max(1, E.dtype_bits(dtype) // 8)
+    return max(1, vector_bytes // size)
+
+
+def _clean_suffix(op: ComputeOp, bodies: tuple[PrimExpr, ...]) -> int:
+    """How many trailing axes can be fused into one contiguous dimension.
+
+    Every load must read the fused axes either all as its own trailing indices (in order, same
+    extents) or not at all (a broadcast), so that each load stays contiguous or uniform.
+    """
+    axes = [iv.var for iv in op.axis]
+    n = len(axes)
+    loads = [node for b in bodies for node in post_order(b) if isinstance(node, E.TensorLoad)]
+    uses_suffix: dict[int, bool] = {}
+    count = 0
+    for d in range(n - 1, -1, -1):
+        var = axes[d]
+        ok = True
+        for load in loads:
+            uses = [i for i, idx in enumerate(load.indices) if _mentions(idx, var)]
+            pos = len(load.indices) - (n - d)
+            identity = uses == [pos] and load.indices[pos] is var \
+                and load.tensor.shape[pos] == op.shape[d]
+            if (uses and not identity) or uses_suffix.get(id(load), bool(uses)) != bool(uses):
+                ok = False
+                break
+        if not ok:
+            break
+        for load in loads:
+            uses_suffix.setdefault(id(load), any(_mentions(i, var) for i in load.indices))
+        count += 1
+    return count
+
+
+def _contiguous_in(bodies: tuple[PrimExpr, ...], var: Var) -> bool:
+    """Whether every load reads consecutive elements as ``var`` steps (or ignores ``var``)."""
+    simp = Simplifier()
+    for body in bodies:
+        for load in (n for n in post_order(body) if isinstance(n, E.TensorLoad)):
+            *outer, last = load.indices
+            if any(_mentions(i, var) for i in outer):
+                return False
+            if not _mentions(last, var):
+                continue
+            lin = simp.linear(simp.simplify(last))
+            coefs = [c for c, atom in lin.terms.values() if atom is var]
+            if coefs != [1] or any(atom is not var and _mentions(atom, var)
+                                   for _, atom in lin.terms.values()):
+                return False
+    return True
+
+
+def _mentions(e: PrimExpr, var: Var) -> bool:
+    return any(node is var for node in post_order(e))
+
+
+def default_schedule(dag: ComputeDAG, vector_bytes: int = 32, num_threads: int = 1) -> State:
+    """The default schedule of ``dag``.
+
+    Parameters
+    ----------
+    dag : ComputeDAG
+        The computation.
+    vector_bytes : int
+        Vector register width of the target (32 for AVX2, 64 for AVX-512).
+    num_threads : int
+        Usable CPUs; 1 disables parallel loops.
+
+    Returns
+    -------
+    State
+        The scheduled state (its steps replay on ``dag``).
+    """
+    state = dag.init_state
+    for i, op in enumerate(dag.ops):
+        if isinstance(op, ComputeOp) and not op.is_reduction and not _is_output(dag, op) \
+                and not _materialize(dag, op):
+            state.compute_inline(i)
+    sch = dag.apply_steps(state.transform_steps)
+    resolved = resolve_inlined(sch)
+    sch_stages = sch.stages
+    for i, op in enumerate(dag.ops):
+        if not isinstance(op, ComputeOp) or state.stages[i].compute_at != 0:
+            continue  # placeholders and inlined stages
+        bodies = resolved[id(sch_stages[i])]
+        if op.is_reduction:
+            _schedule_reduction(state, i, op, bodies, vector_bytes, num_threads)
+        else:
+            _schedule_injective(state, i, op, bodies, vector_bytes, num_threads)
+    return state
+
+
+def _materialize(dag: ComputeDAG, op: ComputeOp) -> bool:
+    """Keep a conditional injective stage (padding) feeding a reduction as its own buffer, so the
+    reduction's inner loop reads it without branches."""
+    conditional = any(isinstance(n, E.Select) or (isinstance(n, E.Call) and n.name == "if_then_else")
+                      for b in op.body for n in post_order(b))
+    if not conditional:
+        return False
+    return any(isinstance(c, ComputeOp) and c.is_reduction
+               and any(t.op is op for t in c.input_tensors()) for c in dag.ops)
+
+
+def _is_output(dag: ComputeDAG, op: ComputeOp) -> bool:
+    return any(t.op is op for t in dag.tensors)
+
+
+def _schedule_injective(state: State, sid: int, op: ComputeOp, bodies: tuple[PrimExpr, ...],
+                        vector_bytes: int, num_threads: int) -> None:
+    n = len(op.axis)
+    if n == 0:
+        return
+    size = 1
+    for d in op.shape:
+        size *= d
+    clean = max(1, _clean_suffix(op, bodies))
+    if clean > 1:
+        state.fuse(sid, list(range(n - clean, n)))
+    inner_pos = n - clean
+    inner_ext = 1
+    for d in op.shape[n - clean:]:
+        inner_ext *= d
+    lanes = vector_lanes(op.output_dtype(0), vector_bytes)
+    vectorized = lanes > 1 and inner_ext >= lanes
+    if vectorized:
+        state.split(sid, inner_pos, [lanes])
+    outer = list(range(inner_pos + (1 if vectorized else 0)))
+    if len(outer) > 1:
+        state.fuse(sid, outer)
+    if outer and num_threads > 1 and size >= PARALLEL_MIN_WORK:
+        state.parallel(sid, 0)
+    if vectorized:
+        state.vectorize(sid, len(state.stages[sid].iters) - 1)
+
+
+def _schedule_reduction(state: State, sid: int, op: ComputeOp, bodies: tuple[PrimExpr, ...],
+                        vector_bytes: int, num_threads: int) -> None:
+    n, r = len(op.axis), len(op.reduce_axis)
+    spatial = 1
+    for d in op.shape:
+        spatial *= d
+    work = spatial
+    for iv in op.reduce_axis:
+        assert iv.dom is not None and isinstance(iv.dom.extent, E.IntImm)
+        work *= iv.dom.extent.value
+    lanes = vector_lanes(op.output_dtype(0), vector_bytes)
+    vectorized = n > 0 and lanes > 1 and op.shape[-1] >= lanes \
+        and _contiguous_in(bodies, op.axis[-1].var)
+    if vectorized:
+        state.split(sid, n - 1, [lanes])
+        # spatial..., s.outer, s.inner, reduce...  ->  spatial..., s.outer, reduce..., s.inner
+        order = [*range(n), *range(n + 1, n + 1 + r), n]
+        state.reorder(sid, order)
+    if n > 1:  # the spatial loops outside the reduction (with s.outer when split)
+        state.fuse(sid, list(range(n)))
+    if n and num_threads > 1 and work >= PARALLEL_MIN_WORK and spatial >= 2 * num_threads:
+        state.parallel(sid, 0)
+    if vectorized:
+        state.vectorize(sid, len(state.stages[sid].iters) - 1)

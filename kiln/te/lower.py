@@ -1,0 +1,418 @@
+"""Lowering: a schedule (or a DAG plus Ansor steps) to a loop-IR :class:`~kiln.te.loop_ir.PrimFunc`.
+
+Every computed stage becomes a loop nest over its leaf loops (in schedule order, each loop
+starting at 0), storing each element of its region; a reduction first stores its initial value
+at the level of its outermost reduction loop, then combines into it. Inlined stages are
+substituted into their readers; a stage computed at a loop of another stage is emitted at the
+start of that loop's body, with its buffer allocated there; bound checks guard coordinates that a
+non-dividing split or an enlarged region would push out of range. All indices and conditions
+are simplified with the loops' ranges, so checks that always hold disappear.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from kiln.te import expr as E
+from kiln.te.bound import BoundInference, StageBounds, resolve_leaf
+from kiln.te.expr import PrimExpr, Var, const
+from kiln.te.loop_ir import (
+    Allocate,
+    Buffer,
+    BufferLoad,
+    For,
+    IfThenElse,
+    LetStmt,
+    PrimFunc,
+    Seq,
+    Stmt,
+    Store,
+    map_stmt_exprs,
+)
+from kiln.te.schedule import FuseRelation, Schedule, ScheduleError, SplitRelation, Stage
+from kiln.te.simplify import Simplifier
+from kiln.te.tensor import COMM_REDUCE, ComputeOp, IterVar, PlaceholderOp, Tensor
+from kiln.te.visit import substitute, transform
+
+__all__ = ["lower", "lower_schedule"]
+
+_KIND = {"parallel": "parallel", "vectorize": "vectorized", "unroll": "unrolled"}
+
+
+def lower(target: Any, steps: Any = None, *, args: Sequence[Tensor] | None = None,
+          name: str = "main", attrs: dict[str, Any] | None = None) -> PrimFunc:
+    """Lower a schedule to loop IR.
+
+    Parameters
+    ----------
+    target : ComputeDAG or Schedule
+        A DAG (scheduled by ``steps``) or an already built schedule.
+    steps : State or list of Step, optional
+        For a DAG: the Ansor state or step list to apply (none: the default nests).
+    args : list of Tensor, optional
+        Kernel parameters, inputs then outputs (default: the DAG's tensors).
+    name : str
+        Kernel name.
+    attrs : dict, optional
+        Attributes for the function (``"fused_ops"``, ``"source_names"``).
+
+    Returns
+    -------
+    PrimFunc
+    """
+    from kiln.te.dag import ComputeDAG
+
+    if isinstance(target, ComputeDAG):
+        step_list = getattr(steps, "transform_steps", steps) or []
+        sch = target.apply_steps(step_list)
+        tensors = list(args) if args is not None else target.tensors
+    elif isinstance(target, Schedule):
+        sch = target
+        if args is None:
+            raise ScheduleError("lower(schedule) needs args= (the kernel's input and output tensors)")
+        tensors = list(args)
+    else:
+        raise TypeError(f"lower takes a ComputeDAG or a Schedule, not {type(target).__name__}")
+    return lower_schedule(sch, tensors, name, attrs or {})
+
+
+def lower_schedule(sch: Schedule, args: Sequence[Tensor], name: str,
+                   attrs: dict[str, Any]) -> PrimFunc:
+    """See :func:`lower`."""
+    return _Lowering(sch, args).run(name, attrs)
+
+
+def c_identifier(name: str) -> str:
+    """``name`` made into a C identifier."""
+    out = re.sub(r"[^0-9A-Za-z_]", "_", name.replace(".", "_"))
+    return out if out and not out[0].isdigit() else "t_" + out
+
+
+class _Lowering:
+    def __init__(self, sch: Schedule, args: Sequence[Tensor]):
+        self.sch = sch
+        self.bounds = BoundInference(sch)
+        self.simp = Simplifier(self.bounds.ranges)
+        self.names: set[str] = set()
+        # tensor key -> (buffer, region minimums)
+        self.storage: dict[tuple[int, int], tuple[Buffer, tuple[PrimExpr, ...]]] = {}
+        self.params: list[Buffer] = []
+        self.temps: dict[int, list[Buffer]] = {}  # id(stage) -> buffers to allocate
+        self.attached: dict[tuple[int, int], list[StageBounds]] = {}
+        self._bind_params(args)
+        self._bind_temps()
+
+    # --- buffers ------------------------------------------------------------------------------
+    def _unique(self, name: str) -> str:
+        base = c_identifier(name)
+        out, n = base, 1
+        while out in self.names:
+            out = f"{base}_{n}"
+            n += 1
+        self.names.add(out)
+        return out
+
+    def _current(self, t: Tensor) -> Tensor:
+        if isinstance(t.op, PlaceholderOp) and not any(s.op is t.op for s in self.sch.stages):
+            return t  # an input nothing reads: still a kernel argument
+        stage = self.sch[t.op]
+        return stage.op.output(t.value_index)
+
+    def _bind_params(self, args: Sequence[Tensor]) -> None:
+        for t in args:
+            cur = self._current(t)
+            kind = "input" if isinstance(cur.op, PlaceholderOp) else "output"
+            if cur.key in self.storage:
+                raise ScheduleError(f"tensor {t.name} is passed twice to the kernel")
+            buf = Buffer(self._unique(t.name), cur.dtype, cur.shape, kind=kind)
+            self.params.append(buf)
+            self.storage[cur.key] = (buf, tuple(const(0) for _ in cur.shape))
+
+    def _bind_temps(self) -> None:
+        for info in self.bounds.info.values():
+            stage, op = info.stage, info.op
+            for k in range(op.num_outputs):
+                t = op.output(k)
+                if t.key in self.storage:
+                    continue
+                if stage.is_output:
+                    raise ScheduleError(f"output {t.name} is not among the kernel's arguments")
+                shape = tuple(ext for _, ext in info.region)
+                buf = Buffer(self._unique(t.name), t.dtype, shape, _aligned_strides(stage, shape),
+                             kind="temp", scope=stage.scope or "global")
+                self.temps.setdefault(id(stage), []).append(buf)
+                self.storage[t.key] = (buf, tuple(lo for lo, _ in info.region))
+            if stage.attach_type == "scope":
+                assert stage.attach_stage is not None and stage.attach_ivar is not None
+                leaf = resolve_leaf(stage.attach_stage, stage.attach_ivar)
+                key = (id(stage.attach_stage), id(leaf))
+                self.attached.setdefault(key, []).append(info)
+        for stage in self.sch.stages:
+            op = stage.op
+            if isinstance(op, PlaceholderOp) and op.output(0).key not in self.storage:
+                value = op.attrs.get("value")
+                if value is None:
+                    raise ScheduleError(f"input {op.name} is read but not among the kernel's "
+                                        "arguments")
+                data = np.ascontiguousarray(np.asarray(value).reshape(op.shape))
+                buf = Buffer(self._unique(op.name), op.dtype, op.shape, kind="const", data=data)
+                self.storage[op.output(0).key] = (buf, tuple(const(0) for _ in op.shape))
+
+    # --- expressions --------------------------------------------------------------------------
+    def _to_buffers(self, e: PrimExpr) -> PrimExpr:
+        def convert(node: PrimExpr) -> PrimExpr | None:
+            if isinstance(node, E.TensorLoad):
+                entry = self.storage.get(node.tensor.key)
+                if entry is None:
+                    raise ScheduleError(f"tensor {node.tensor.name} has no storage (is it computed "
+                                        "inline inside a reduction it feeds?)")
+                buf, mins = entry
+                return BufferLoad(buf, buf.flat_index(node.indices, mins), node.dtype)
+            return None
+
+        return transform(e, convert)
+
+    def _coords(self, info: StageBounds) -> dict[Var, PrimExpr]:
+        op = info.op
+        return {iv.var: info.coords[id(iv)] for iv in (*op.axis, *op.reduce_axis)}
+
+    def _store_index(self, info: StageBounds, k: int) -> tuple[Buffer, PrimExpr]:
+        op = info.op
+        buf, mins = self.storage[op.output(k).key]
+        return buf, buf.flat_index(tuple(info.coords[id(iv)] for iv in op.axis), mins)
+
+    # --- statements ---------------------------------------------------------------------------
+    def run(self, name: str, attrs: dict[str, Any]) -> PrimFunc:
+        parts: list[Stmt] = []
+        for stage in self.sch.stages:
+            info = self.bounds.info.get(id(stage))
+            if info is not None and stage.attach_type == "root":
+                parts.append(self._stage_stmt(info))
+        body: Stmt = Seq(tuple(parts))
+        for info in reversed(list(self.bounds.info.values())):
+            if info.stage.attach_type == "root":
+                for buf in reversed(self.temps.get(id(info.stage), [])):
+                    body = Allocate(buf, body)
+        body = _auto_unroll(_simplify_stmt(body, self.simp))
+        return PrimFunc(name, self.params, body, dict(attrs))
+
+    def _guard(self, conds: list[PrimExpr], body: Stmt) -> Stmt | None:
+        keep: list[PrimExpr] = []
+        seen: set[Any] = set()
+        for c in conds:
+            s = self.simp.simplify(c)
+            if isinstance(s, E.IntImm):
+                if not s.value:
+                    return None
+                continue
+            key = self.simp.key(s)
+            if key not in seen:
+                seen.add(key)
+                keep.append(s)
+        if not keep:
+            return body
+        cond = keep[0]
+        for c in keep[1:]:
+            cond = E.logical_and(cond, c)
+        return IfThenElse(cond, body)
+
+    def _stage_stmt(self, info: StageBounds) -> Stmt:
+        stage, op = info.stage, info.op
+        leaves = stage.leaf_iter_vars
+        coords = self._coords(info)
+        spatial_guard: list[PrimExpr] = []
+        for d, iv in enumerate(op.axis):
+            ext = info.region[d][1]
+            spatial_guard.append(info.offsets[id(iv)] < ext)
+            if stage.attach_type == "scope":
+                full_lo = iv.dom.min if iv.dom is not None else const(0)
+                spatial_guard.append(info.coords[id(iv)] >= full_lo)
+                spatial_guard.append(info.coords[id(iv)] < full_lo + op.shape[d])
+        inner_reduce_guard: list[PrimExpr] = []
+        roots = {id(iv) for iv in (*op.axis, *op.reduce_axis)}
+        for rel in stage.relations:  # a split parent inside another split may overrun too
+            if isinstance(rel, SplitRelation) and id(rel.parent) not in roots:
+                check = info.offsets[id(rel.parent)] < info.extents[id(rel.parent)]
+                if rel.parent.iter_type == COMM_REDUCE:
+                    inner_reduce_guard.append(check)
+                else:
+                    spatial_guard.append(check)
+        if not op.is_reduction:
+            stores = []
+            for k, body in enumerate(info.bodies):
+                buf, idx = self._store_index(info, k)
+                stores.append(Store(buf, idx, self._to_buffers(substitute(body, coords))))
+            inner = self._guard(spatial_guard, Seq(tuple(stores)))
+            return self._nest(info, 0, len(leaves), inner or Seq(()))
+        first_red = next((i for i, iv in enumerate(leaves) if iv.iter_type == COMM_REDUCE),
+                         len(leaves))
+        self._check_reduce_leaves(stage, leaves[first_red:])
+        init, update = self._reduce_stmts(info, coords)
+        reduce_guard = [info.offsets[id(iv)] < info.extents[id(iv)] for iv in op.reduce_axis]
+        reduce_guard += inner_reduce_guard
+        where = [self._to_buffers(substitute(b.condition, coords)) for b in info.bodies[:1]
+                 if isinstance(b, E.Reduce)]
+        init_stmt = self._guard(spatial_guard, init)
+        update_stmt = self._guard(spatial_guard + reduce_guard + where, update)
+        parts: list[Stmt] = []
+        if init_stmt is not None:
+            for iv in reversed([x for x in leaves[first_red:] if x.iter_type != COMM_REDUCE]):
+                init_stmt = self._loop(info, iv, init_stmt)
+            parts.append(init_stmt)
+        parts.append(self._nest(info, first_red, len(leaves), update_stmt or Seq(())))
+        return self._nest(info, 0, first_red, Seq(tuple(parts)))
+
+    def _reduce_stmts(self, info: StageBounds, coords: dict[Var, PrimExpr]) -> tuple[Stmt, Stmt]:
+        reduces = [b for b in info.bodies if isinstance(b, E.Reduce)]
+        first = reduces[0]
+        combiner = first.combiner
+        targets = [self._store_index(info, k) for k in range(len(reduces))]
+        inits = [substitute(r.init[k], coords) if r.init else combiner.identity[k]
+                 for k, r in enumerate(reduces)]
+        init = Seq(tuple(Store(buf, idx, self._to_buffers(v))
+                         for (buf, idx), v in zip(targets, inits)))
+        sources = [self._to_buffers(substitute(s, coords)) for s in first.source]
+        if len(reduces) == 1:
+            buf, idx = targets[0]
+            old = BufferLoad(buf, idx, buf.dtype)
+            value = substitute(combiner.result[0], {combiner.lhs[0]: old, combiner.rhs[0]: sources[0]})
+            return init, Store(buf, idx, value)
+        olds = [Var(f"{buf.name}_prev", buf.dtype) for buf, _ in targets]
+        mapping: dict[Var, PrimExpr] = dict(zip(combiner.lhs, olds))
+        mapping.update(zip(combiner.rhs, sources))
+        update: Stmt = Seq(tuple(Store(buf, idx, substitute(r, mapping))
+                                 for (buf, idx), r in zip(targets, combiner.result)))
+        for var, (buf, idx) in reversed(list(zip(olds, targets))):
+            update = LetStmt(var, BufferLoad(buf, idx, buf.dtype), update)
+        return init, update
+
+    def _check_reduce_leaves(self, stage: Stage, leaves: Sequence[IterVar]) -> None:
+        spatial_roots = {id(iv) for iv in stage.op.axis} if isinstance(stage.op, ComputeOp) \
+            else set()
+        for leaf in leaves:
+            if leaf.iter_type == COMM_REDUCE and _derives_from(stage, leaf) & spatial_roots:
+                raise ScheduleError(f"stage {stage.name}: loop {leaf.var.name} fuses spatial and "
+                                    "reduction axes, which cannot be lowered")
+
+    def _loop(self, info: StageBounds, iv: IterVar, body: Stmt) -> Stmt:
+        stage = info.stage
+        kind = _KIND.get(stage.annotation_of(iv), "serial")
+        pragmas = tuple(stage.pragmas.get(id(iv), ()))
+        return For(info.loop_vars[id(iv)], info.extents[id(iv)], kind, body, pragmas)
+
+    def _nest(self, info: StageBounds, start: int, end: int, body: Stmt) -> Stmt:
+        leaves = info.stage.leaf_iter_vars
+        for level in range(end - 1, start - 1, -1):
+            iv = leaves[level]
+            inner = body
+            attached = self.attached.get((id(info.stage), id(iv)), [])
+            if attached:
+                inner = Seq((*[self._stage_stmt(a) for a in attached], body))
+                for a in reversed(attached):
+                    for buf in reversed(self.temps.get(id(a.stage), [])):
+                        inner = Allocate(buf, inner)
+            body = self._loop(info, iv, inner)
+        return body
+
+
+def _derives_from(stage: Stage, leaf: IterVar) -> set[int]:
+    """Root axes a loop is made of."""
+    found = {id(leaf)}
+    for rel in reversed(stage.relations):
+        if isinstance(rel, SplitRelation) and (id(rel.outer) in found or id(rel.inner) in found):
+            found.add(id(rel.parent))
+        elif isinstance(rel, FuseRelation) and id(rel.fused) in found:
+            found.update((id(rel.outer), id(rel.inner)))
+    return found
+
+
+def _aligned_strides(stage: Stage, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major strides, padded where ``storage_align`` asks (TVM's rule)."""
+    strides: list[int] = []
+    stride = 1
+    for dim in range(len(shape) - 1, -1, -1):
+        if dim in stage.storage_align:
+            factor, offset = stage.storage_align[dim]
+            if factor:
+                stride += (factor + offset - stride % factor) % factor
+        strides.append(stride)
+        stride *= shape[dim]
+    return tuple(reversed(strides))
+
+
+def _simplify_stmt(s: Stmt, simp: Simplifier) -> Stmt:
+    """Simplify every expression; drop branches decided by the loop ranges, and empty loops."""
+    s = map_stmt_exprs(s, simp.simplify)
+    return _prune(s)
+
+
+def _prune(s: Stmt) -> Stmt:
+    if isinstance(s, IfThenElse):
+        then = _prune(s.then_case)
+        other = _prune(s.else_case) if s.else_case is not None else None
+        if isinstance(s.condition, E.IntImm):
+            chosen = then if s.condition.value else other
+            return chosen if chosen is not None else Seq(())
+        return IfThenElse(s.condition, then, other)
+    if isinstance(s, Seq):
+        flat: list[Stmt] = []
+        for x in s.stmts:
+            p = _prune(x)
+            if isinstance(p, Seq):
+                flat.extend(p.stmts)
+            else:
+                flat.append(p)
+        return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+    if isinstance(s, For):
+        body = _prune(s.body)
+        if s.extent == 0 or (isinstance(body, Seq) and not body.stmts):
+            return Seq(())
+        if s.extent == 1:  # its variable was simplified to 0 everywhere
+            return body
+        return For(s.var, s.extent, s.kind, body, s.pragmas)
+    if isinstance(s, LetStmt):
+        return LetStmt(s.var, s.value, _prune(s.body))
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, _prune(s.body))
+    return s
+
+
+# --- auto unroll ---------------------------------------------------------------------------------
+
+def _steps(s: Stmt) -> int:
+    if isinstance(s, For):
+        return s.extent * _steps(s.body)
+    if isinstance(s, Seq):
+        return sum(_steps(x) for x in s.stmts)
+    if isinstance(s, IfThenElse):
+        return _steps(s.then_case) + (_steps(s.else_case) if s.else_case is not None else 0)
+    if isinstance(s, (LetStmt, Allocate)):
+        return _steps(s.body)
+    return 1
+
+
+def _auto_unroll(s: Stmt, limit: int = 0) -> Stmt:
+    """Unroll serial loops whose whole nest takes at most ``auto_unroll_max_step`` steps."""
+    if isinstance(s, For):
+        for key, value in s.pragmas:
+            if key == "auto_unroll_max_step":
+                limit = int(value)
+        body = _auto_unroll(s.body, limit)
+        kind = s.kind
+        if kind == "serial" and limit > 0 and s.extent * _steps(body) <= limit:
+            kind = "unrolled"
+        return For(s.var, s.extent, kind, body, s.pragmas)
+    if isinstance(s, Seq):
+        return Seq(tuple(_auto_unroll(x, limit) for x in s.stmts))
+    if isinstance(s, IfThenElse):
+        other = _auto_unroll(s.else_case, limit) if s.else_case is not None else None
+        return IfThenElse(s.condition, _auto_unroll(s.then_case, limit), other)
+    if isinstance(s, LetStmt):
+        return LetStmt(s.var, s.value, _auto_unroll(s.body, limit))
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, _auto_unroll(s.body, limit))
+    return s
