@@ -2,5 +2,5 @@
 
 from kiln.op.conv import *
 from kiln.op.nn import *
+from kiln.op.nn_pack import *
 from kiln.op.pool import *
-from kiln.op.nn_pack import *  # noqa: F403
