@@ -28,7 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default=None,
                         help="c (native, default when a C compiler is present) or numpy")
     parser.add_argument("--opt-level", type=int, default=3)
-    parser.add_argument("--repeat", type=int, default=20, help="timed runs of the whole test set")
+    parser.add_argument("--repeat", type=int, default=20,
+                        help="timed runs of the whole test set (alternating with onnxruntime)")
 
 
 def _default_target() -> str:
@@ -61,27 +62,69 @@ def run(args: argparse.Namespace) -> int:
     probs = module.get_output(0).numpy()
     accuracy = float((probs.argmax(1) == labels).mean())
 
-    times = []
-    for _ in range(args.repeat):
-        start = time.perf_counter()
-        module.run()
-        times.append(time.perf_counter() - start)
-    median = float(np.median(times))
-
+    threads = module.num_threads
     print("model      kiln/data/digits_cnn.onnx (conv3x3 -> relu -> maxpool -> dense -> relu -> dense "
           "-> softmax)")
-    print(f"import     {(t1 - t0) * 1e3:8.1f} ms   ({len(mod['main'].params)} inputs, "
-          f"{len(params)} params)")
-    print(f"build      {(t2 - t1) * 1e3:8.1f} ms   target={target} opt_level={args.opt_level}")
+    print(f"import     {(t1 - t0) * 1e3:8.1f} ms")
+    print(f"build      {(t2 - t1) * 1e3:8.1f} ms   target={target} opt_level={args.opt_level}, "
+          f"{sum(1 for n in factory.graph.nodes if n.op == 'tvm_op')} kernels")
     print(f"accuracy   {accuracy:.4f} on {n} held-out test images")
-    print(f"latency    {median * 1e3:8.3f} ms per batch of {n} (median of {args.repeat}), "
-          f"{median / n * 1e6:.2f} us per image")
+    sess = _onnxruntime_session(threads)
+    if sess is not None:
+        ref = sess.run(None, {"image": images})[0]
+        print(f"check      max |kiln - onnxruntime| {np.abs(ref - probs).max():.2e}, same predictions: "
+              f"{bool((ref.argmax(1) == probs.argmax(1)).all())}")
+    kiln_ms, ort_ms = _alternate(module, sess, images, args.repeat)
+    line = f"latency    kiln {kiln_ms:.3f} ms per batch of {n} ({kiln_ms / n * 1e3:.2f} us per image)"
+    if ort_ms is not None:
+        line += f", onnxruntime {ort_ms:.3f} ms: ratio kiln/ort {kiln_ms / ort_ms:.2f}"
+    print(line + f"  [{threads} thread(s), medians of {args.repeat} alternating blocks]")
+    _print_profile(factory, images)
+    return 0
+
+
+def _onnxruntime_session(threads: int) -> object | None:
     try:
         import onnxruntime as ort
     except ImportError:
-        return 0
-    sess = ort.InferenceSession(str(data_path("digits_cnn.onnx")), providers=["CPUExecutionProvider"])
-    ref = sess.run(None, {"image": images})[0]
-    print(f"onnxruntime max |difference| {np.abs(ref - probs).max():.2e}, same predictions: "
-          f"{bool((ref.argmax(1) == probs.argmax(1)).all())}")
-    return 0
+        return None
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    return ort.InferenceSession(str(data_path("digits_cnn.onnx")), opts,
+                                providers=["CPUExecutionProvider"])
+
+
+def _alternate(module: object, sess: object | None, images: np.ndarray,
+               blocks: int) -> tuple[float, float | None]:
+    """Median ms of Kiln and onnxruntime, measured in alternating blocks in this process."""
+    kiln_times: list[float] = []
+    ort_times: list[float] = []
+    for _ in range(blocks):
+        start = time.perf_counter()
+        module.run()  # type: ignore[attr-defined]
+        kiln_times.append(time.perf_counter() - start)
+        if sess is not None:
+            start = time.perf_counter()
+            sess.run(None, {"image": images})  # type: ignore[attr-defined]
+            ort_times.append(time.perf_counter() - start)
+    ort_ms = float(np.median(ort_times)) * 1e3 if ort_times else None
+    return float(np.median(kiln_times)) * 1e3, ort_ms
+
+
+def _print_profile(factory: object, images: np.ndarray) -> None:
+    """The three most expensive kernels, from the debug executor's per-node profile."""
+    import tempfile
+
+    import kiln
+    from kiln.contrib.debugger import debug_executor
+
+    with tempfile.TemporaryDirectory() as dump_root:
+        debug = debug_executor.create(factory.graph_json, factory, kiln.cpu(), dump_root=dump_root)
+        debug.set_input("image", images)
+        report = debug.profile(number=3, repeat=3)
+    print("profile    top kernels (debug executor, per-node times):")
+    for row in sorted(report.rows, key=lambda r: -r.mean_us)[:3]:
+        print(f"           {row.mean_us:9.1f} us {row.percent:5.1f}%  {row.func}  "
+              f"<- {', '.join(row.source_names) or '-'}")
+    print(f"           {report.reconciliation()}")
