@@ -30,6 +30,7 @@ from kiln.ir.types import TensorType, TupleType, Type
 from kiln.ir.visitor import post_order, rewrite
 from kiln.runtime.module import Kernel, KernelLibrary, Signature, check_args
 from kiln.transform.external_target import UNAVAILABLE_TARGETS
+from kiln.transform.infer_type import infer_expr_type
 
 __all__ = [
     "EXTERNAL_C_FLAGS",
@@ -144,14 +145,22 @@ def lower_external(mod: IRModule) -> tuple[Function, list[KernelLibrary]]:
     libraries : list of KernelLibrary
         One library per compiler; the build imports them into the main library.
     """
-    literal = _called_external(mod)
+    # Constants a region uses become extra parameters, passed by main: graph codegen then lifts
+    # them into the build's params like any weight, and the region kernels hold no data (so the
+    # whole build exports as one library).
+    literal: dict[str, tuple[Function, list[Constant]]] = {
+        name: _lift_constants(fn) for name, fn in _called_external(mod).items()}
+    lifted = mod.copy()
+    for name, (fn, _) in literal.items():
+        lifted[name] = fn
     libraries = [build_external(functions, compiler)
-                 for compiler, functions in external_functions(mod).items()]
+                 for compiler, functions in external_functions(lifted).items()]
 
     def inline_callee(new: Expr, old: Expr) -> Expr | None:
         out = new
         if isinstance(new, Call) and isinstance(new.op, GlobalVar) and new.op.name_hint in literal:
-            out = Call(literal[new.op.name_hint], new.args, new.attrs, source_names=new.source_names)
+            fn, constants = literal[new.op.name_hint]
+            out = Call(fn, [*new.args, *constants], new.attrs, source_names=new.source_names)
         if out is not old and not out.has_type and old.has_type:
             out._set_checked_type(old.checked_type)  # same value, same type
         return out
@@ -159,6 +168,26 @@ def lower_external(mod: IRModule) -> tuple[Function, list[KernelLibrary]]:
     main = rewrite(mod["main"], inline_callee, into_functions=False)
     assert isinstance(main, Function)
     return main, libraries
+
+
+def _lift_constants(fn: Function) -> tuple[Function, list[Constant]]:
+    """``fn`` with each distinct constant replaced by a new trailing parameter, and the constants."""
+    constants: list[Constant] = []
+    params: list[Var] = []
+    memo: dict[int, Expr] = {}
+    for node in post_order(fn.body, into_functions=False):
+        if isinstance(node, Constant) and id(node) not in memo:
+            var = Var(f"{fn.attrs.get('global_symbol', 'region')}_const_{len(constants)}",
+                      node.tensor_type)
+            memo[id(node)] = var
+            constants.append(node)
+            params.append(var)
+    if not constants:
+        return fn, []
+    body = rewrite(fn.body, lambda new, old: None, memo=memo, into_functions=False)
+    out = Function([*fn.params, *params], body, fn.ret_type, attrs=fn.attrs)
+    infer_expr_type(out)
+    return out, constants
 
 
 # --- the library and its kernels ---------------------------------------------------------------

@@ -156,13 +156,19 @@ class GraphExecutorFactoryModule(Module):
 
         path = Path(file_name)
         blob = self.module_blob()
+        extra = _imported_native_libraries(self.lib)
         if isinstance(self.lib, NativeLibrary):
-            if not self.lib.sources and self.lib.module_blob() == blob:
+            if not self.lib.sources and not extra and self.lib.module_blob() == blob:
                 shutil.copyfile(self.lib.path, path)  # a loaded artifact, exported unchanged
                 return
             from kiln.codegen.compiler import compile_shared
 
-            compile_shared(self.lib.link_inputs(), path, blob=blob)
+            inputs = [p for lib in (self.lib, *extra) for p in lib.link_inputs()]
+            compile_shared(inputs, path, blob=blob)
+        elif extra:
+            raise KilnError("this build runs external-compiler regions as compiled code next to "
+                            f"Module[{self.lib.type_key}] kernels; only a build for the c target "
+                            "exports them into one file")
         elif isinstance(self.lib, NumpyLibrary):
             data = write_container(blob, self.lib.functions)
             tmp = path.with_name(f".{path.name}.tmp")
@@ -179,3 +185,24 @@ class GraphExecutorFactoryModule(Module):
     def __repr__(self) -> str:
         return (f"GraphExecutorFactoryModule({len(self.graph.nodes)} nodes, "
                 f"{len(self.params)} params, lib={self.lib.type_key})")
+
+
+def _imported_native_libraries(lib: Module) -> list[Any]:
+    """Compiled libraries imported by ``lib`` (external-compiler regions) to link into an export.
+
+    A region library whose kernels carry their own data (constants passed at call time) cannot be
+    re-linked into one file; builds lift region constants into params, so this only rejects
+    libraries assembled by hand.
+    """
+    from kiln.runtime.native import NativeLibrary
+
+    out = []
+    for mod in lib._walk_imports():
+        native = mod if isinstance(mod, NativeLibrary) else getattr(mod, "native", None)
+        if not isinstance(native, NativeLibrary) or native is lib:
+            continue
+        if any(len(getattr(info, "constants", ())) for info in getattr(mod, "infos", {}).values()):
+            raise KilnError(f"{mod!r} holds constants outside the graph's params; it cannot be "
+                            "exported into one file")
+        out.append(native)
+    return out

@@ -229,3 +229,24 @@ def test_partitioned_mobilenet_builds_and_matches_the_unpartitioned_build(annota
     got = _run(parted, params, data)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
     assert np.abs(ref).max() > 0.05  # the comparison is not of near-zero outputs
+
+
+@pytest.mark.skipif(shutil.which(settings.cc.split()[0]) is None, reason="no C compiler")
+def test_partitioned_c_build_exports_to_one_file(tmp_path, rng):
+    """Region constants become params, so regions and main kernels link into one artifact."""
+    mod, params = relay.testing.mobilenet.get_workload(batch_size=1, image_shape=(3, 32, 32))
+    params = _random_params(params, rng)
+    data = rng.uniform(0, 1, (1, 3, 32, 32)).astype("float32")
+    lib = relay.build(partition(mod), target="c", params=params)
+    assert any(n.func_name.startswith("tvmgen_default_kiln_c_") for n in lib.graph.nodes)
+    lib.export_library(tmp_path / "parted.so")
+
+    def run(factory: Any) -> np.ndarray:
+        gmod = graph_executor.GraphModule(factory["default"](tvm.cpu()))
+        gmod.set_input("data", data)
+        gmod.run()
+        return gmod.get_output(0).numpy()
+
+    built = run(lib)
+    np.testing.assert_array_equal(run(tvm.runtime.load_module(tmp_path / "parted.so")), built)
+    np.testing.assert_allclose(built, _run(mod, params, data), rtol=1e-5, atol=1e-5)
