@@ -31,6 +31,7 @@ from kiln.runtime.module import Module
 from kiln.runtime.ndarray import Device, NDArray, cpu
 from kiln.target import Target, TargetError
 from kiln.transform import InferType, ModulePass, Pass, PassContext, PassInfo, Sequential
+from kiln.transform.alter_batch_matmul import AlterBatchMatmul
 from kiln.transform.alter_op_layout import AlterOpLayout
 from kiln.transform.bind_params import bind_params_by_name
 from kiln.transform.canonicalize_ops import CanonicalizeOps
@@ -88,6 +89,7 @@ def build_pipeline(target: Target | None = None) -> list[Pass]:
         FoldConstant(),  # [2] fold what the rewrites above exposed (expanded biases, ...)
         *([
             AlterOpLayout(),  # [3] conv2d -> NCHW{c} conv2d_NCHWc, dense -> dense_pack (C target)
+            AlterBatchMatmul(),  # [3] batch_matmul: explicit B transpose, N padded to vectors
             FoldConstant(),  # [2] pack the weights (and per-channel constants) at build time
         ] if native else []),
         FuseOps(),  # [0] primitive functions; how much fuses depends on opt_level

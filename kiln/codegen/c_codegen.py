@@ -12,6 +12,12 @@ extent is a power of two, else ``#pragma omp simd`` loops; unrolled loops get ``
 unroll``. Expressions keep NumPy's semantics (see :mod:`kiln.codegen.c_prelude`): integer
 arithmetic on tensor data wraps, float16 rounds after every operation, libm computes scalar math.
 
+Buffers: an intermediate buffer whose accesses form a register tile (indexed by unrolled loops
+and a vectorized lane loop; see :mod:`kiln.codegen.c_vector`) becomes vector-typed local
+variables, and the unrolled loops touching it are written out one copy per iteration; other
+buffers up to 64 KiB (256 KiB inside a loop, where a heap buffer would be allocated at every
+iteration) are stack arrays, larger ones are allocated on the heap once per call.
+
 Output is deterministic: the same loop IR always gives the same text.
 """
 
@@ -24,9 +30,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kiln.codegen.c_prelude import SCALAR_PRELUDE, VECTOR_MATH_TEMPLATE, int_helper_names
+from kiln.codegen.c_vector import (
+    emit_vector_loop,
+    register_element,
+    register_indices,
+    register_lanes,
+)
 from kiln.errors import CompileError
 from kiln.te import expr as E
-from kiln.te.expr import PrimExpr, Var
+from kiln.te.expr import PrimExpr, Var, const
 from kiln.te.loop_ir import (
     Allocate,
     Buffer,
@@ -39,10 +51,11 @@ from kiln.te.loop_ir import (
     Seq,
     Stmt,
     Store,
+    map_stmt_exprs,
     walk_stmts,
 )
 from kiln.te.simplify import Simplifier
-from kiln.te.visit import post_order
+from kiln.te.visit import post_order, substitute
 
 __all__ = [
     "C_TYPES",
@@ -71,10 +84,15 @@ _LIBM = {
     "fmod": "fmodf",
 }
 
-# Allocations larger than this many bytes go to the heap (at the top level) ...
+# Allocations larger than this many bytes go to the heap (at the top level: once per call) ...
 _STACK_LIMIT_TOP = 1 << 16
-# ... and inside loops (OpenMP worker threads have smaller stacks).
-_STACK_LIMIT_LOOP = 1 << 16
+# ... and inside loops, where a heap buffer would be allocated at every iteration: a buffer
+# computed at a loop of its consumer (padded rows, a tile) stays on the stack up to this size
+# (OpenMP worker threads get the default thread stack, megabytes).
+_STACK_LIMIT_LOOP = 1 << 18
+# Unrolled loops around register-tile accesses are written out up to this extent even when
+# their variable does not index the tile (a kernel window, say).
+_EXPAND_SHORT = 16
 _BINOP = {"add": "+", "sub": "-", "mul": "*"}
 _CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
@@ -134,6 +152,8 @@ class _FuncState:
     loop_depth: int = 0
     var_names: dict[int, str] = field(default_factory=dict)
     used_names: set[str] = field(default_factory=set)
+    # id(buffer) -> (lanes, name prefix) of buffers held in vector variables
+    registers: dict[int, tuple[int, str]] = field(default_factory=dict)
 
 
 class CCodegen:
@@ -276,6 +296,11 @@ class CCodegen:
         """Append one line at the current indentation."""
         self._f.lines.append("  " * self._f.indent + line)
 
+    @property
+    def registers(self) -> dict[int, tuple[int, str]]:
+        """Buffers of the current function held in vector variables: ``id -> (lanes, name)``."""
+        return self._f.registers
+
     # --- statements ---------------------------------------------------------------------------
     def stmt(self, s: Stmt) -> None:
         """Emit a statement."""
@@ -285,7 +310,11 @@ class CCodegen:
         elif isinstance(s, For):
             self._for(s)
         elif isinstance(s, Store):
-            self.emit(f"{s.buffer.name}[{self.expr(s.index)}] = {self._stored(s)};")
+            if id(s.buffer) in self._f.registers:
+                target = register_element(self, s.buffer, s.index)
+            else:
+                target = f"{s.buffer.name}[{self.expr(s.index)}]"
+            self.emit(f"{target} = {self._stored(s)};")
         elif isinstance(s, LetStmt):
             self.emit("{")
             self._f.indent += 1
@@ -293,6 +322,10 @@ class CCodegen:
             self.stmt(s.body)
             self._f.indent -= 1
             self.emit("}")
+        elif isinstance(s, IfThenElse) and isinstance(s.condition, E.IntImm):
+            chosen = s.then_case if s.condition.value else s.else_case
+            if chosen is not None:
+                self.stmt(chosen)
         elif isinstance(s, IfThenElse):
             self.emit(f"if ({self.cond(s.condition)}) {{")
             self._f.indent += 1
@@ -325,7 +358,21 @@ class CCodegen:
         self._reserve(b.name)
         self.emit("{")
         self._f.indent += 1
-        if nbytes <= limit:
+        lanes = register_lanes(s, self)
+        if lanes:
+            vt = vector_type_name(b.dtype, lanes)
+            self.vector_types.add((b.dtype, lanes))
+            count = b.size // lanes
+            for k in range(count):
+                self._reserve(f"{b.name}_{k}")
+            self.emit(f"/* {b.scope} buffer {b.name} in {count} vector variables */")
+            for first in range(0, count, 8):
+                names = ", ".join(f"{b.name}_{k}" for k in range(first, min(first + 8, count)))
+                self.emit(f"{vt} {names};")
+            self._f.registers[id(b)] = (lanes, b.name)
+            self.stmt(s.body)
+            del self._f.registers[id(b)]
+        elif nbytes <= limit:
             self.emit(f"{ct} {b.name}[{max(b.size, 1)}] __attribute__((aligned(64)));"
                       f"  /* {b.scope} buffer, {nbytes} bytes */")
             self.stmt(s.body)
@@ -340,9 +387,10 @@ class CCodegen:
         self.emit("}")
 
     def _for(self, s: For) -> None:
-        from kiln.codegen.c_vector import emit_vector_loop
-
         if s.kind == "vectorized" and emit_vector_loop(self, s):
+            return
+        if s.kind == "unrolled" and self._f.registers and self._expands(s):
+            self._expand(s)
             return
         f = self._f
         kind = s.kind
@@ -382,6 +430,23 @@ class CCodegen:
         f.indent -= 1
         self.emit("}")
 
+    def _expands(self, s: For) -> bool:
+        """Whether an unrolled loop is written out copy by copy: when its variable indexes a
+        buffer held in vector variables (the indices must become constants), or when it is a
+        short loop around such accesses (straight-line code lets the compiler share loads)."""
+        indices = register_indices(s.body, self._f.registers)
+        if indices is None:
+            return False
+        return s.extent <= _EXPAND_SHORT or any(
+            s.var in {n for n in post_order(i) if isinstance(n, Var)} for i in indices)
+
+    def _expand(self, s: For) -> None:
+        """Emit an unrolled loop as one copy of its body per iteration (constant indices)."""
+        for k in range(s.extent):
+            value = const(k, s.var.dtype)
+            self.stmt(map_stmt_exprs(
+                s.body, lambda e, v=value: self.simp.simplify(substitute(e, {s.var: v}))))
+
     # --- expressions --------------------------------------------------------------------------
     def cond(self, e: PrimExpr) -> str:
         """A condition without redundant outer parentheses."""
@@ -397,6 +462,8 @@ class CCodegen:
         if isinstance(e, (E.IntImm, E.FloatImm)):
             return c_literal(e.value, e.dtype)
         if isinstance(e, BufferLoad):
+            if id(e.buffer) in self._f.registers:
+                return register_element(self, e.buffer, e.index)
             return f"{e.buffer.name}[{self.expr(e.index)}]"
         if isinstance(e, E.Binary):
             return self._binary(e)

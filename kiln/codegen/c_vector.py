@@ -10,6 +10,21 @@ body is guarded by bounds checks that are linear in the loop variable (the tail 
 does not divide) runs the vector code when the check holds at the first and last lane and a
 scalar loop otherwise. Anything else (nested loops, float16, stores that do not move with the
 loop) falls back to a scalar loop.
+
+Register tiles
+--------------
+An intermediate buffer (typically a ``cache_write`` accumulator computed at a loop of its
+consumer) is held in vector-typed local variables instead of memory when :func:`register_lanes`
+accepts it: its size is a multiple of the vector width, and every access lies in a vectorized
+loop of that width, at an index whose lane part is the vector loop variable (coefficient 1) and
+whose other parts are constants or variables of *unrolled* loops inside the allocation, all
+multiples of the width. The code generator then declares ``kiln_f32x16 acc_0, acc_1, ...;``,
+expands the unrolled loops that touch the buffer (so every index is a constant) and prints each
+access as one of those variables (``acc_3``; ``acc_3[k]`` for a single lane), which the C
+compiler keeps in registers. A schedule gets this by computing the accumulator at an outer loop
+and ordering its loops ``..., reduction loops, unrolled register-tile loops, vectorized lanes``;
+stages computed at the same loop afterwards (bias, activation, residual add) read the variables
+and store the result once.
 """
 
 from __future__ import annotations
@@ -17,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kiln.errors import CompileError
 from kiln.te import expr as E
 from kiln.te.expr import PrimExpr, Var, const
 from kiln.te.loop_ir import (
@@ -36,7 +52,18 @@ from kiln.te.visit import children, post_order, rebuild, substitute
 if TYPE_CHECKING:
     from kiln.codegen.c_codegen import CCodegen
 
-__all__ = ["emit_vector_loop"]
+__all__ = [
+    "MAX_REGISTER_VECTORS",
+    "emit_vector_loop",
+    "register_element",
+    "register_lanes",
+    "register_indices",
+    "register_vector",
+]
+
+# A buffer held in vector variables has at most this many of them (beyond the machine's
+# registers the C compiler spills to the stack, which is still cheaper than an array in memory).
+MAX_REGISTER_VECTORS = 64
 
 _VECTOR_MATH = ("exp", "tanh", "sigmoid", "erf")
 _MASK_DTYPE = {8: "int8", 16: "int16", 32: "int32", 64: "int64"}
@@ -66,6 +93,7 @@ def emit_vector_loop(cg: CCodegen, loop: For) -> bool:
         return False
     v = loop.var
     name = cg.var_name(v)
+    start = len(cg._f.lines)
     cg.emit(f"{{  /* {name}: {lanes} lanes */")
     cg._f.indent += 1
     if guard is not None:
@@ -83,6 +111,10 @@ def emit_vector_loop(cg: CCodegen, loop: For) -> bool:
         cg.emit("}")
     cg._f.indent -= 1
     cg.emit("}")
+    lines = cg._f.lines
+    if len(lines) == start + 3 and not lines[start + 1].lstrip().startswith(("kiln_", "if")):
+        # a single assignment (a register tile update, say) needs no block of its own
+        lines[start:] = [lines[start + 1][2:]]
     return True
 
 
@@ -107,6 +139,11 @@ def _convex_in(cg: CCodegen, cond: PrimExpr, v: Var) -> bool:
     return all(atom is v or v not in _vars(atom) for _, atom in lin.terms.values())
 
 
+def _number(e: PrimExpr) -> bool:
+    """Whether ``e`` is a literal that is not NaN."""
+    return isinstance(e, E.IntImm) or (isinstance(e, E.FloatImm) and e.value == e.value)
+
+
 def _vars(e: PrimExpr) -> set[Var]:
     return {n for n in post_order(e) if isinstance(n, Var)}
 
@@ -126,10 +163,12 @@ def _coef(cg: CCodegen, index: PrimExpr, v: Var) -> int | None:
 _VECTOR_CALLS = ("fabs", "isnan", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not")
 
 
-def _scalar_only(n: PrimExpr) -> bool:
+def _scalar_only(n: PrimExpr, v: Var) -> bool:
     """Operations with no vector form: vector code would run them lane by lane anyway (a lazy
-    ``if_then_else`` loads lane by lane too), so the loop is better left to the compiler as
-    scalar code (shorter, and just as fast)."""
+    ``if_then_else`` whose condition varies across lanes loads lane by lane too), so the loop is
+    better left to the compiler as scalar code (shorter, and just as fast)."""
+    if isinstance(n, E.Call) and n.name == "if_then_else":
+        return v in _vars(n.args[0])
     if isinstance(n, E.Binary):
         return n.kind in ("mod", "floordiv", "floormod") or (n.kind == "div"
                                                              and not E.is_float_dtype(n.dtype))
@@ -183,8 +222,9 @@ def _supported(cg: CCodegen, loop: For, body: Stmt, lanes: int) -> bool:
             if n.dtype == "float16":
                 return False
     for e in values:
-        if any(_scalar_only(n) for n in _value_nodes(e, v)):
-            return False
+        for n in _value_nodes(e, v):
+            if _scalar_only(n, v):
+                return False
             if isinstance(n, BufferLoad) and id(n.buffer) in stores:
                 key = cg.simp.key(cg.simp.simplify(n.index))
                 if all(cg.simp.key(cg.simp.simplify(i)) != key for i in stores[id(n.buffer)]):
@@ -224,9 +264,13 @@ class _VectorBody:
             for x in s.stmts:
                 self.stmt(x)
         elif isinstance(s, Store):
-            base = cg.expr(cg.simp.simplify(substitute(s.index, {self.v: const(0)})))
+            base_index = substitute(s.index, {self.v: const(0)})
             value = self.as_vec(self.expr(s.value), s.buffer.dtype)
-            cg.emit(f"*({self.vtype(s.buffer.dtype)}u*)&{s.buffer.name}[{base}] = {value};")
+            if id(s.buffer) in cg.registers:
+                cg.emit(f"{register_vector(cg, s.buffer, base_index)} = {value};")
+            else:
+                base = cg.expr(cg.simp.simplify(base_index))
+                cg.emit(f"*({self.vtype(s.buffer.dtype)}u*)&{s.buffer.name}[{base}] = {value};")
             self._forget_loads_of(s.buffer)
         elif isinstance(s, LetStmt):
             val = self.expr(s.value)
@@ -257,7 +301,9 @@ class _VectorBody:
             from kiln.codegen.c_codegen import c_type
 
             scalar = val.code if val.dtype == dtype else f"({c_type(dtype)})({val.code})"
-            return f"(({vt}){{}} + {scalar})"
+            # scalar - 0 broadcasts the scalar and is exact for every value (-0.0 included);
+            # the compiler folds the subtraction away
+            return f"({scalar} - ({vt}){{}})"
         if val.kind == "m":
             bytemask = self.convert_mask(val, 8)
             return f"(({vt})({bytemask} & 1))"
@@ -349,6 +395,9 @@ class _VectorBody:
         cg = self.cg
         coef = _coef(cg, e.index, self.v)
         vt = self.vtype(e.dtype)
+        if coef == 1 and id(e.buffer) in cg.registers:
+            base = substitute(e.index, {self.v: const(0)})
+            return _VVal(register_vector(cg, e.buffer, base), "v", e.dtype)
         if coef == 1:
             base = cg.expr(cg.simp.simplify(substitute(e.index, {self.v: const(0)})))
             return _VVal(self.temp(vt, f"*(const {vt}u*)&{e.buffer.name}[{base}]"), "v", e.dtype)
@@ -366,9 +415,15 @@ class _VectorBody:
                 return _VVal(self.temp(vt, f"({vt})(({ut}){a} {op} ({ut}){b})"), "v", dt)
             return _VVal(self.temp(vt, f"{a} {op} {b}"), "v", dt)
         if e.kind in ("min", "max"):
-            a = self.as_vec(self.expr(e.a), dt)
-            b = self.as_vec(self.expr(e.b), dt)
+            x, y = e.a, e.b
+            if _number(x) and not _number(y):
+                x, y = y, x
+            a = self.as_vec(self.expr(x), dt)
+            b = self.as_vec(self.expr(y), dt)
             op = "<" if e.kind == "min" else ">"
+            if E.is_float_dtype(dt) and _number(y):
+                # y is not NaN: take it where it wins, else x (NaN included) in one comparison
+                return _VVal(self.temp(vt, self.blend(f"({b} {op} {a})", b, a, dt)), "v", dt)
             mask = f"({a} {op} {b})"
             if E.is_float_dtype(dt):
                 mask = f"({mask} | ({a} != {a}))"
@@ -406,6 +461,8 @@ class _VectorBody:
     def _call(self, e: E.Call) -> _VVal:
         dt = e.dtype
         if e.name == "if_then_else":
+            if self._uniform(e.args[0]):
+                return self._branch(e.args[0], e.args[1], e.args[2], dt)
             return self._lanewise(e)
         if dt == "float32" and e.name in _VECTOR_MATH:
             a = self.as_vec(self.expr(e.args[0]), dt)
@@ -431,6 +488,24 @@ class _VectorBody:
             a = self.as_vec(self.expr(e.args[0]), dt)
             return _VVal(self.temp(self.vtype(dt), f"~{a}"), "v", dt)
         return self._lanewise(e)
+
+    def _branch(self, cond: PrimExpr, t: PrimExpr, f: PrimExpr, dt: str) -> _VVal:
+        """A lazy choice on a condition that is the same for every lane: one ``if``."""
+        cg = self.cg
+        vt = self.vtype(dt)
+        name = cg.temp_name("v")
+        cg.emit(f"{vt} {name};")
+        cg.emit(f"if ({cg.cond(cond)}) {{")
+        for k, branch in enumerate((t, f)):
+            if k:
+                cg.emit("} else {")
+            cg._f.indent += 1
+            saved = dict(self.memo)  # values computed in a branch do not exist after it
+            cg.emit(f"{name} = {self.as_vec(self.expr(branch), dt)};")
+            self.memo = saved
+            cg._f.indent -= 1
+        cg.emit("}")
+        return _VVal(name, "v", dt)
 
     def _lanewise(self, e: PrimExpr) -> _VVal:
         """Each lane computed by scalar code on vector operands (lazy branches stay lazy)."""
@@ -474,3 +549,122 @@ class _VectorBody:
         vt = self.vtype(dt)
         return _VVal(self.temp(vt, f"({vt}){{{', '.join(lanes)}}}"), "v", dt)
 
+
+
+# --- register tiles ------------------------------------------------------------------------------
+
+def register_lanes(alloc: Allocate, cg: CCodegen) -> int:
+    """Lanes per vector variable if ``alloc``'s buffer can live in vector variables, else 0.
+
+    Parameters
+    ----------
+    alloc : Allocate
+        The allocation (its body holds every access to the buffer).
+    cg : CCodegen
+        The generator (its simplifier knows the loop ranges).
+
+    Returns
+    -------
+    int
+        The extent of the vectorized loops around the accesses (a power of two), or 0 when some
+        access does not fit the pattern described in the module docstring.
+    """
+    buf = alloc.buffer
+    if buf.kind != "temp" or buf.dtype in ("float16", "bool") or buf.size == 0:
+        return 0
+    lanes = 0
+    stack: list[tuple[Stmt, tuple[For, ...]]] = [(alloc.body, ())]
+    while stack:
+        s, loops = stack.pop()
+        accesses = [n.index for e in _own_exprs(s) for n in post_order(e)
+                    if isinstance(n, BufferLoad) and n.buffer is buf]
+        if isinstance(s, Store) and s.buffer is buf:
+            accesses.append(s.index)
+        for index in accesses:
+            if not loops or loops[-1].kind != "vectorized":
+                return 0
+            width = loops[-1].extent
+            if lanes == 0:
+                lanes = width
+                if lanes < 2 or lanes & (lanes - 1) or lanes > 64 or buf.size % lanes \
+                        or buf.size // lanes > MAX_REGISTER_VECTORS:
+                    return 0
+            if width != lanes or not _tile_index(cg, index, loops, lanes):
+                return 0
+        if isinstance(s, For):
+            stack.append((s.body, (*loops, s)))
+        elif isinstance(s, (LetStmt, Allocate)):
+            stack.append((s.body, loops))
+        elif isinstance(s, IfThenElse):
+            stack.append((s.then_case, loops))
+            if s.else_case is not None:
+                stack.append((s.else_case, loops))
+        elif isinstance(s, Seq):
+            stack.extend((x, loops) for x in s.stmts)
+    return lanes
+
+
+def _own_exprs(s: Stmt) -> list[PrimExpr]:
+    """Expressions of ``s`` itself (not of the statements it contains)."""
+    if isinstance(s, Store):
+        return [s.index, s.value]
+    if isinstance(s, (LetStmt, Evaluate)):
+        return [s.value]
+    if isinstance(s, IfThenElse):
+        return [s.condition]
+    return []
+
+
+def _tile_index(cg: CCodegen, index: PrimExpr, loops: tuple[For, ...], lanes: int) -> bool:
+    """Whether ``index`` is ``lane + multiples of lanes`` of unrolled loops and constants."""
+    lane = loops[-1].var
+    unrolled = {id(loop.var) for loop in loops[:-1] if loop.kind == "unrolled"}
+    lin = cg.simp.linear(cg.simp.simplify(index))
+    if lin.const % lanes:
+        return False
+    has_lane = False
+    for coef, atom in lin.terms.values():
+        if atom is lane and coef == 1:
+            has_lane = True
+        elif not (isinstance(atom, Var) and id(atom) in unrolled and coef % lanes == 0):
+            return False
+    return has_lane
+
+
+def register_indices(s: Stmt, registers: dict[int, tuple[int, str]]) -> list[PrimExpr] | None:
+    """The indices at which ``s`` reads or writes buffers held in vector variables (``None``
+    when it touches none)."""
+    found: list[PrimExpr] = []
+    touched = False
+    for x in walk_stmts(s):
+        if isinstance(x, Store) and id(x.buffer) in registers:
+            touched = True
+            found.append(x.index)
+        for e in _own_exprs(x):
+            for n in post_order(e):
+                if isinstance(n, BufferLoad) and id(n.buffer) in registers:
+                    touched = True
+                    found.append(n.index)
+    return found if touched else None
+
+
+def _register_split(cg: CCodegen, buffer: object, index: PrimExpr) -> tuple[str, PrimExpr]:
+    lanes, name = cg.registers[id(buffer)]
+    idx = cg.simp.simplify(index)
+    block = cg.simp.linear(idx).const // lanes
+    return f"{name}_{block}", cg.simp.simplify(idx - block * lanes)
+
+
+def register_vector(cg: CCodegen, buffer: object, base: PrimExpr) -> str:
+    """The vector variable holding the lanes that start at ``base`` (a constant index)."""
+    name, rest = _register_split(cg, buffer, base)
+    if not (isinstance(rest, E.IntImm) and rest.value == 0):
+        raise CompileError(f"register tile {name}: index {base} is not a constant multiple of "
+                           "the vector width (unroll the loops that index it)")
+    return name
+
+
+def register_element(cg: CCodegen, buffer: object, index: PrimExpr) -> str:
+    """One lane of a vector variable: ``name_k[lane]`` for element ``index``."""
+    name, rest = _register_split(cg, buffer, index)
+    return f"{name}[{cg.expr(rest)}]"

@@ -2,10 +2,11 @@
 
 For each fused function (a ``Function`` with ``Primitive=1``) the op calls in its body are
 turned into one tensor-expression DAG with every operator's ``OpDef.compute``; the DAG is
-scheduled (a tuned schedule when ``schedule_lookup`` supplies one, otherwise
-:func:`~kiln.te.default_schedule.default_schedule`: injective producers inlined, outer loops
-parallel, inner loops vectorized), lowered to loop IR and printed as a C kernel named after the
-function. All kernels of a module go into one translation unit (several, compiled in parallel
+scheduled (a tuned schedule when ``schedule_lookup`` supplies one, otherwise a schedule template
+of :mod:`kiln.te.templates` when the DAG is a known pattern (convolutions, pooling, dense, ...),
+otherwise :func:`~kiln.te.default_schedule.default_schedule`: injective producers inlined, outer
+loops parallel, inner loops vectorized), lowered to loop IR and printed as a C kernel named after
+the function. All kernels of a module go into one translation unit (several, compiled in parallel
 and linked into one library, for large modules) built by :mod:`kiln.codegen.compiler`'s cache.
 
 Kernel arguments are the function's parameters (tuple-typed parameters flattened field by field)
@@ -38,6 +39,7 @@ from kiln.te.dag import ComputeDAG
 from kiln.te.default_schedule import default_schedule
 from kiln.te.loop_ir import PrimFunc
 from kiln.te.lower import lower
+from kiln.te.templates import TargetInfo, apply_template
 from kiln.te.tensor import PlaceholderOp, Tensor, compute, placeholder
 
 __all__ = [
@@ -254,10 +256,13 @@ def _check_kernel_name(name: str) -> None:
 
 def lower_function(name: str, func: Function, vector_bytes: int, num_threads: int,
                    schedule_lookup: ScheduleLookup | None = None) -> PrimFunc:
-    """The loop IR of one fused function (tuned schedule if found, else the default)."""
+    """The loop IR of one fused function (tuned schedule if found, else a template's schedule for
+    a known pattern (:mod:`kiln.te.templates`), else the default schedule)."""
     _check_kernel_name(name)
     fdag = function_to_dag(func, name)
     steps = schedule_lookup(fdag.dag, name) if schedule_lookup is not None else None
+    if steps is None:
+        steps = apply_template(fdag.dag, TargetInfo(vector_bytes, num_threads))
     if steps is None:
         steps = default_schedule(fdag.dag, vector_bytes, num_threads)
     attrs = {"fused_ops": fdag.ops, "source_names": fdag.source_names}

@@ -1,5 +1,6 @@
 """Passes over IRModules and the pass infrastructure (``PassContext``, ``Sequential``, ...)."""
 
+from kiln.transform.alter_batch_matmul import AlterBatchMatmul
 from kiln.transform.alter_op_layout import AlterOpLayout
 from kiln.transform.annotate_target import AnnotateTarget
 from kiln.transform.bind_params import bind_params_by_name
@@ -64,4 +65,5 @@ __all__ = [
     "MergeCompilerRegions",
     "PartitionGraph",
     "AlterOpLayout",
+    "AlterBatchMatmul",
 ]

@@ -607,7 +607,7 @@ def test_pipeline_has_alter_op_layout_for_native_targets_only():
     names = [p.info.name for p in build_pipeline(Target("c"))]
     i = names.index("AlterOpLayout")
     assert names.index("FoldScaleAxis") < names.index("SimplifyExpr") < i
-    assert names[i + 1:i + 3] == ["FoldConstant", "FuseOps"]
+    assert names[i + 1:i + 4] == ["AlterBatchMatmul", "FoldConstant", "FuseOps"]
     assert "AlterOpLayout" in [p.info.name for p in build_pipeline(Target("llvm -mcpu=znver3"))]
     assert "AlterOpLayout" not in [p.info.name for p in build_pipeline(Target("numpy"))]
     with Target("numpy"):

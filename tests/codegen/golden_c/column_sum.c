@@ -10,7 +10,7 @@ int32_t fused_square_sum(void** args) {
   for (int32_t j_o = 0; j_o < 13; ++j_o) {
     {  /* j_i: 8 lanes */
       if ((((j_o * 8) + 7) < 100)) {
-        *(kiln_f32x8u*)&T_sum_sq[(j_o * 8)] = ((kiln_f32x8){} + 0.0f);
+        *(kiln_f32x8u*)&T_sum_sq[(j_o * 8)] = (0.0f - (kiln_f32x8){});
       } else {
         for (int32_t j_i = 0; j_i < 8; ++j_i) {
           if (((j_o * 8) + j_i) < 100) {

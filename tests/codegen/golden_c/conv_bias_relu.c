@@ -25,7 +25,7 @@ int32_t fused_conv2d_add_relu(void** args) {
       for (int32_t n_o_fused_y_fused_x_o_fused = 0; n_o_fused_y_fused_x_o_fused < 448; ++n_o_fused_y_fused_x_o_fused) {
         {  /* x_i: 8 lanes */
           if (((((n_o_fused_y_fused_x_o_fused % 2) * 8) + 7) < 14)) {
-            *(kiln_f32x8u*)&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))] = ((kiln_f32x8){} + 0.0f);
+            *(kiln_f32x8u*)&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))] = (0.0f - (kiln_f32x8){});
           } else {
             for (int32_t x_i = 0; x_i < 8; ++x_i) {
               if ((((n_o_fused_y_fused_x_o_fused % 2) * 8) + x_i) < 14) {
@@ -41,7 +41,7 @@ int32_t fused_conv2d_add_relu(void** args) {
                 if (((((n_o_fused_y_fused_x_o_fused % 2) * 8) + 7) < 14)) {
                   kiln_f32x8 v = *(const kiln_f32x8u*)&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))];
                   kiln_f32x8 v1 = *(const kiln_f32x8u*)&T_pad[(((((rc * 256) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 16)) + (ry * 16)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + rx)];
-                  kiln_f32x8 v2 = v1 * ((kiln_f32x8){} + p1[(((((n_o_fused_y_fused_x_o_fused / 28) * 72) + (rc * 9)) + (ry * 3)) + rx)]);
+                  kiln_f32x8 v2 = v1 * (p1[(((((n_o_fused_y_fused_x_o_fused / 28) * 72) + (rc * 9)) + (ry * 3)) + rx)] - (kiln_f32x8){});
                   kiln_f32x8 v3 = v + v2;
                   *(kiln_f32x8u*)&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))] = v3;
                 } else {
@@ -60,9 +60,9 @@ int32_t fused_conv2d_add_relu(void** args) {
         {  /* y_x_fused_i: 8 lanes */
           if (((((n_o_fused_y_x_fused_o_fused % 25) * 8) + 7) < 196)) {
             kiln_f32x8 v4 = *(const kiln_f32x8u*)&T_conv2d[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))];
-            kiln_f32x8 v5 = v4 + ((kiln_f32x8){} + p2[(n_o_fused_y_x_fused_o_fused / 25)]);
-            kiln_i32x8 v6 = ((v5 > ((kiln_f32x8){} + 0.0f)) | (v5 != v5));
-            kiln_f32x8 v7 = (kiln_f32x8)(((kiln_i32x8)v5 & v6) | ((kiln_i32x8)((kiln_f32x8){} + 0.0f) & ~v6));
+            kiln_f32x8 v5 = v4 + (p2[(n_o_fused_y_x_fused_o_fused / 25)] - (kiln_f32x8){});
+            kiln_i32x8 v6 = ((0.0f - (kiln_f32x8){}) > v5);
+            kiln_f32x8 v7 = (kiln_f32x8)(((kiln_i32x8)(0.0f - (kiln_f32x8){}) & v6) | ((kiln_i32x8)v5 & ~v6));
             *(kiln_f32x8u*)&T_relu[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))] = v7;
           } else {
             for (int32_t y_x_fused_i = 0; y_x_fused_i < 8; ++y_x_fused_i) {

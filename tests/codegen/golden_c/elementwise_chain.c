@@ -15,7 +15,7 @@ int32_t fused_add_exp_multiply(void** args) {
       kiln_f32x8 v1 = *(const kiln_f32x8u*)&p1[((i0_i1_o_fused % 128) * 8)];
       kiln_f32x8 v2 = v + v1;
       kiln_f32x8 v3 = kiln_vexp_f32x8(v2);
-      kiln_f32x8 v4 = v3 * ((kiln_f32x8){} + 2.0f);
+      kiln_f32x8 v4 = v3 * (2.0f - (kiln_f32x8){});
       *(kiln_f32x8u*)&T_multiply[(i0_i1_o_fused * 8)] = v4;
     }
   }

@@ -1,0 +1,332 @@
+"""Schedule template of blocked convolutions (``conv2d_NCHWc``), in the spirit of TVM's x86
+``_schedule_conv_NCHWc``.
+
+The fused function is ``[pad_temp ->] conv2d_NCHWc [-> element-wise epilogue ...]`` with data
+``NCHW{ic_bn}c``, kernel ``OIHW{ic_bn}i{oc_bn}o`` and output ``NCHW{oc_bn}c``. The schedule:
+
+* the epilogue stages (bias add, activation, residual add, ...) are inlined into the last one,
+  the output stage;
+* the output's ``(oc_chunk, oh, ow)`` loops are split by a register tile ``(oc_t, oh_t, ow_t)``
+  (at most ~28 accumulators with 32 vector registers, ~12 with 16), the outer parts fused and run
+  in parallel, the tile loops unrolled and ``oc_block`` vectorized;
+* the convolution is computed into a ``cache_write`` accumulator at the output's ``ow`` tile
+  loop, its loops ordered ``ic_chunk, kh, kw, ic_block, oc_t, oh_t, ow_t, oc_block`` (the tile
+  innermost, so the accumulator lives in vector registers: see :mod:`kiln.codegen.c_vector`);
+  the epilogue then reads the registers and stores each output vector once;
+* zero padding is materialised once per call by its own parallel, vectorized loop nest.
+
+The helpers shared with the depthwise and pooling templates (pattern matching of the fused
+function, register tile choice, padding schedule) live here too.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kiln.te import expr as E
+from kiln.te.dag import ComputeDAG
+from kiln.te.default_schedule import PARALLEL_MIN_WORK
+from kiln.te.loop_state import State
+from kiln.te.templates import TargetInfo, register_template
+from kiln.te.tensor import ComputeOp, Operation, PlaceholderOp
+from kiln.te.visit import post_order
+
+__all__ = [
+    "NCHWcPattern",
+    "RegisterTile",
+    "choose_register_tile",
+    "divisors",
+    "match_nchwc",
+    "register_budget",
+    "schedule_conv2d_nchwc",
+    "schedule_epilogue_tile",
+    "schedule_pad",
+]
+
+
+@dataclass(frozen=True)
+class NCHWcPattern:
+    """Stage ids of a fused blocked-layout function: ``[pad ->] main [-> epilogue...]``.
+
+    ``epilogue`` lists the element-wise stages after ``main`` (the last one is the output; empty
+    when ``main`` is the output).
+    """
+
+    main: int
+    pad: int | None
+    epilogue: tuple[int, ...]
+
+    @property
+    def output(self) -> int:
+        """Stage id of the function's output."""
+        return self.epilogue[-1] if self.epilogue else self.main
+
+
+def _reads(op: Operation, producer: Operation) -> list[E.TensorLoad]:
+    if not isinstance(op, ComputeOp):
+        return []
+    return [n for b in op.body for n in post_order(b)
+            if isinstance(n, E.TensorLoad) and n.tensor.op is producer]
+
+
+def _identity_reads(op: ComputeOp, producer: Operation) -> bool:
+    axes = [iv.var for iv in op.axis]
+    return all(len(ld.indices) == len(axes) and all(i is a for i, a in zip(ld.indices, axes))
+               for ld in _reads(op, producer))
+
+
+def match_nchwc(dag: ComputeDAG, tags: Sequence[str], dtype: str = "float32") -> NCHWcPattern | None:
+    """Recognise ``[pad_temp ->] <tag> [-> element-wise epilogue]`` with one output.
+
+    Parameters
+    ----------
+    dag : ComputeDAG
+        The fused function.
+    tags : sequence of str
+        Accepted tags of the main stage (``conv2d_NCHWc``, ``pool_max``, ...).
+    dtype : str
+        The dtype every compute stage must have.
+
+    Returns
+    -------
+    NCHWcPattern or None
+        The stage ids, or ``None`` when the DAG has another shape: several reductions or
+        outputs, a producer other than the padding, an epilogue stage that changes the shape or
+        reads the main stage at other indices, or another dtype.
+    """
+    ops = dag.ops
+    computes = [i for i, op in enumerate(ops) if isinstance(op, ComputeOp)]
+    mains = [i for i in computes if ops[i].tag in tags]
+    if len(mains) != 1:
+        return None
+    main = mains[0]
+    main_op = ops[main]
+    assert isinstance(main_op, ComputeOp)
+    outputs = [t for t in dag.tensors if not isinstance(t.op, PlaceholderOp)]
+    if len(outputs) != 1 or outputs[0].op is not ops[computes[-1]]:
+        return None
+    if any(op.output_dtype(0) != dtype for op in (ops[i] for i in computes)
+           if isinstance(op, ComputeOp)):
+        return None
+    before = [i for i in computes if i < main]
+    pad: int | None = None
+    if before:
+        pad_op = ops[before[0]]
+        if len(before) > 1 or pad_op.name != "pad_temp" or pad_op.is_reduction \
+                or any(_reads(ops[i], pad_op) for i in computes if i != main):
+            return None
+        pad = before[0]
+    epilogue = tuple(i for i in computes if i > main)
+    chain: list[Operation] = [main_op]
+    for i in epilogue:
+        op = ops[i]
+        assert isinstance(op, ComputeOp)
+        if op.is_reduction or tuple(op.shape) != tuple(main_op.shape) \
+                or not all(_identity_reads(op, p) for p in chain):
+            return None
+        chain.append(op)
+    return NCHWcPattern(main, pad, epilogue)
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n`` in increasing order."""
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@dataclass(frozen=True)
+class RegisterTile:
+    """Output elements computed together in registers: ``oc_t`` channel blocks x ``oh_t`` rows x
+    ``ow_t`` columns (``oc_t`` and ``oh_t`` divide their extents; ``ow_t`` may not, then the last
+    tile of a row is partial)."""
+
+    oc_t: int
+    oh_t: int
+    ow_t: int
+
+    @property
+    def size(self) -> int:
+        """Accumulators in the tile."""
+        return self.oc_t * self.oh_t * self.ow_t
+
+
+def register_budget(target: TargetInfo) -> int:
+    """Accumulator registers a tile may use (the rest hold weights and broadcasts)."""
+    return target.vector_registers - 4
+
+
+def choose_register_tile(oc_chunks: int, oh: int, ow: int, budget: int, outer: int,
+                         num_threads: int, max_oc_t: int = 4) -> RegisterTile:
+    """The register tile of a blocked convolution's output.
+
+    Parameters
+    ----------
+    oc_chunks, oh, ow : int
+        Output channel blocks, rows and columns.
+    budget : int
+        Accumulator registers available.
+    outer : int
+        Iterations of the loops outside the tile's loops that run in parallel too (batch).
+    num_threads : int
+        Usable CPUs: the parallel loop should keep at least ``4 * num_threads`` chunks.
+    max_oc_t : int
+        Largest number of channel blocks per tile (1 when the weights are not shared across
+        channel blocks, as in depthwise convolutions).
+
+    Returns
+    -------
+    RegisterTile
+        Every accumulator of the tile shares its loads: one weight vector per channel block,
+        one broadcast input per pixel. The largest tile within the budget wins, then the one
+        with fewer loads per multiply-add, then the widest.
+    """
+    best: tuple[tuple[float, ...], RegisterTile] | None = None
+    ow_cands = [d for d in divisors(ow) if d <= budget]
+    if ow > budget and max(ow_cands) * 2 <= budget:
+        # no good divisor (e.g. a prime width): a tile that leaves one partial tile per row
+        parts = -(-ow // budget)
+        ow_cands.append(-(-ow // parts))
+    for oc_t in (d for d in divisors(oc_chunks) if d <= max_oc_t):
+        for oh_t in divisors(oh):
+            for ow_t in ow_cands:
+                tile = RegisterTile(oc_t, oh_t, ow_t)
+                if tile.size > budget - (oc_t - 1):
+                    continue
+                chunks = outer * (oc_chunks // oc_t) * (oh // oh_t)
+                enough = min(chunks, 4 * num_threads)
+                loads = oc_t + oh_t * ow_t
+                key = (enough, tile.size, tile.size / loads, ow_t, -oh_t)
+                if best is None or key > best[0]:
+                    best = (key, tile)
+    assert best is not None
+    return best[1]
+
+
+def schedule_pad(state: State, sid: int, target: TargetInfo) -> None:
+    """Padding materialised once: ``(n, c, h)`` fused and parallel, the channel block vectorized.
+
+    Parameters
+    ----------
+    state : State
+        The state to extend.
+    sid : int
+        Stage id of the 5-D ``pad_temp`` stage.
+    target : TargetInfo
+        Usable cores.
+    """
+    n, c, h, _, cb = state.stages[sid].iters
+    fused = state.fuse(sid, [n, c, h])
+    size = 1
+    for d in state.stages[sid].op.shape:
+        size *= d
+    if target.num_threads > 1 and size >= PARALLEL_MIN_WORK:
+        state.parallel(sid, fused)
+    block = cb.extent or 1
+    if block > 1 and block & (block - 1) == 0:
+        state.vectorize(sid, len(state.stages[sid].iters) - 1)
+
+
+def schedule_epilogue_tile(state: State, out: int, tile: RegisterTile, work: int,
+                           target: TargetInfo) -> int:
+    """Tile the 5-D output stage and return the loop to compute the accumulator at.
+
+    The output's loops ``(n, oc_chunk, oh, ow, oc_block)`` become ``(n@oc.0@oh.0 [parallel],
+    ow.0, oc.1, oh.1, ow.1 [unrolled], oc_block [vectorized])``.
+
+    Parameters
+    ----------
+    state : State
+        The state to extend.
+    out : int
+        Stage id of the output stage.
+    tile : RegisterTile
+        The register tile.
+    work : int
+        Multiply-adds of the whole function (decides whether the loop runs in parallel).
+    target : TargetInfo
+        Usable cores.
+
+    Returns
+    -------
+    int
+        The iterator id of ``ow.0`` in the output stage.
+    """
+    n, oc, oh, ow, ocb = state.stages[out].iters
+    oc0, oc1 = state.split(out, oc, [tile.oc_t])
+    oh0, oh1 = state.split(out, oh, [tile.oh_t])
+    ow0, ow1 = state.split(out, ow, [tile.ow_t])
+    state.reorder(out, [n, oc0, oh0, ow0, oc1, oh1, ow1, ocb])
+    fused = state.fuse(out, [n, oc0, oh0])
+    if target.num_threads > 1 and work >= PARALLEL_MIN_WORK:
+        state.parallel(out, fused)
+    for it in (2, 3, 4):
+        state.unroll(out, it)
+    block = ocb.extent or 1
+    if block > 1 and block & (block - 1) == 0:
+        state.vectorize(out, 5)
+    return 1
+
+
+def _inline_epilogue(state: State, pattern: NCHWcPattern) -> None:
+    for sid in pattern.epilogue[:-1]:
+        state.compute_inline(sid)
+
+
+def _reduce_extent(op: ComputeOp) -> int:
+    total = 1
+    for iv in op.reduce_axis:
+        assert iv.dom is not None and isinstance(iv.dom.extent, E.IntImm)
+        total *= iv.dom.extent.value
+    return total
+
+
+@register_template
+def schedule_conv2d_nchwc(dag: ComputeDAG, target: TargetInfo) -> State | None:
+    """The register-tiled schedule of a fused ``conv2d_NCHWc`` function (see the module
+    docstring); ``None`` for other DAGs.
+
+    Parameters
+    ----------
+    dag : ComputeDAG
+        The fused function.
+    target : TargetInfo
+        Vector registers and usable cores.
+
+    Returns
+    -------
+    State or None
+        The schedule.
+    """
+    pattern = match_nchwc(dag, ("conv2d_NCHWc",))
+    if pattern is None:
+        return None
+    conv = dag.ops[pattern.main]
+    assert isinstance(conv, ComputeOp)
+    weights = [t for t in conv.input_tensors() if len(t.shape) == 6]
+    if len(conv.shape) != 5 or len(weights) != 1 or len(conv.reduce_axis) != 3:
+        return None
+    ic_bn = weights[0].shape[4]
+    batch, oc_chunks, oh, ow, _ = conv.shape
+    tile = choose_register_tile(oc_chunks, oh, ow, register_budget(target), batch,
+                                target.num_threads)
+    work = math.prod(conv.shape) * _reduce_extent(conv)
+    state = dag.init_state
+    _inline_epilogue(state, pattern)
+    local = state.cache_write(pattern.main, "local")
+    out = pattern.output + 1
+    if pattern.epilogue:
+        state.compute_inline(local + 1)
+    at = schedule_epilogue_tile(state, out, tile, work, target)
+    state.compute_at(local, out, at)
+    n, oc, y, x, ocb, rc, ry, rx = state.stages[local].iters
+    rc0, rc1 = state.split(local, rc, [ic_bn])
+    state.reorder(local, [n, rc0, ry, rx, rc1, oc, y, x, ocb])
+    for it in (5, 6, 7):
+        state.unroll(local, it)
+    block = conv.shape[4]
+    if block > 1 and block & (block - 1) == 0:
+        state.vectorize(local, 8)
+    if pattern.pad is not None:
+        schedule_pad(state, pattern.pad, target)
+    return state

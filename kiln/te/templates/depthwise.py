@@ -1,0 +1,122 @@
+"""Schedule template of blocked depthwise convolutions (``depthwise_conv2d_NCHWc``), and the
+window schedule it shares with pooling.
+
+A depthwise convolution (like a pooling window) works on each channel separately, so the channel
+block is the vector and nothing is shared across channel blocks. The schedule, as TVM's x86
+``schedule_depthwise_conv2d_NCHWc``:
+
+* the epilogue is inlined into the output stage, whose ``(oh, ow)`` loops are split by a
+  register tile of rows x columns; ``(n, c_chunk, oh.0)`` are fused and run in parallel;
+* the result is accumulated in a ``cache_write`` stage computed at the output's ``ow.0`` loop,
+  its loops ordered ``kh, kw, tile rows, tile columns, channel block`` with ``kw`` and the tile
+  unrolled: every ``(column, kw)`` pair is a constant offset, so the C compiler loads each input
+  vector of a row once for all the taps that read it, and the accumulators stay in registers;
+* padding is materialised once per call.
+"""
+
+from __future__ import annotations
+
+from kiln.te import expr as E
+from kiln.te.dag import ComputeDAG
+from kiln.te.loop_state import State
+from kiln.te.templates import TargetInfo, register_template
+from kiln.te.templates.conv2d import (
+    NCHWcPattern,
+    choose_register_tile,
+    match_nchwc,
+    register_budget,
+    schedule_epilogue_tile,
+)
+from kiln.te.tensor import ComputeOp
+
+__all__ = ["UNROLL_WINDOW", "schedule_depthwise_nchwc", "schedule_window"]
+
+# The innermost window axis is unrolled up to this extent.
+UNROLL_WINDOW = 8
+
+
+def schedule_window(dag: ComputeDAG, pattern: NCHWcPattern, target: TargetInfo,
+                    max_oc_t: int) -> State | None:
+    """Register-tiled schedule of a per-channel window reduction in ``NCHW{c}c`` layout.
+
+    Parameters
+    ----------
+    dag : ComputeDAG
+        The fused function.
+    pattern : NCHWcPattern
+        Its stages (main: a 5-D reduction over window axes).
+    target : TargetInfo
+        Vector registers and usable cores.
+    max_oc_t : int
+        Channel blocks a register tile may span (more independent accumulators when the
+        output has few pixels, as global pooling).
+
+    Returns
+    -------
+    State or None
+        The schedule; ``None`` when the main stage is not 5-D.
+    """
+    main = dag.ops[pattern.main]
+    assert isinstance(main, ComputeOp)
+    if len(main.shape) != 5:
+        return None
+    batch, chunks, oh, ow, _ = main.shape
+    tile = choose_register_tile(chunks, oh, ow, register_budget(target), batch,
+                                target.num_threads, max_oc_t)
+    extents = []
+    for iv in main.reduce_axis:
+        assert iv.dom is not None and isinstance(iv.dom.extent, E.IntImm)
+        extents.append(iv.dom.extent.value)
+    work = 1
+    for e in extents:
+        work *= e
+    for d in main.shape:
+        work *= d
+    state = dag.init_state
+    for sid in pattern.epilogue[:-1]:
+        state.compute_inline(sid)
+    local = state.cache_write(pattern.main, "local")
+    out = pattern.output + 1
+    if pattern.epilogue:
+        state.compute_inline(local + 1)
+    at = schedule_epilogue_tile(state, out, tile, work, target)
+    state.compute_at(local, out, at)
+    n, oc, y, x, cb, *reduce = state.stages[local].iters
+    state.reorder(local, [n, *reduce, oc, y, x, cb])
+    first_tile = 1 + len(reduce)
+    if reduce and extents[-1] <= UNROLL_WINDOW:
+        state.unroll(local, first_tile - 1)
+    for it in range(first_tile, first_tile + 3):
+        state.unroll(local, it)
+    block = main.shape[4]
+    if block > 1 and block & (block - 1) == 0:
+        state.vectorize(local, first_tile + 3)
+    if pattern.pad is not None:
+        # padded rows are made per output row, where the window reads them (a small buffer
+        # that stays in cache), instead of a padded copy of the whole input
+        state.compute_at(pattern.pad, out, 0)
+        if block > 1 and block & (block - 1) == 0:
+            state.vectorize(pattern.pad, 4)
+    return state
+
+
+@register_template
+def schedule_depthwise_nchwc(dag: ComputeDAG, target: TargetInfo) -> State | None:
+    """The schedule of a fused ``depthwise_conv2d_NCHWc`` function; ``None`` for other DAGs.
+
+    Parameters
+    ----------
+    dag : ComputeDAG
+        The fused function.
+    target : TargetInfo
+        Vector registers and usable cores.
+
+    Returns
+    -------
+    State or None
+        The schedule (see the module docstring).
+    """
+    pattern = match_nchwc(dag, ("depthwise_conv2d_NCHWc",))
+    if pattern is None:
+        return None
+    return schedule_window(dag, pattern, target, max_oc_t=1)

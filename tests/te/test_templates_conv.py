@@ -1,0 +1,362 @@
+"""Schedule templates of blocked convolutions, depthwise convolutions and pooling.
+
+Every case is a fused relay function (``Primitive=1``) in the blocked ``NCHW{c}c`` layout, the way
+AlterOpLayout and FuseOps leave them: the convolution or pooling plus an element-wise epilogue
+(bias add, relu, clip, residual add, scale). The oracle is the reference interpreter (the ops'
+NumPy kernels); each case is also built with the default schedule, which must agree too. All the
+kernels of a group are compiled into one library so that the C compiler runs a few times only.
+The templates must also replay from their serialised steps (tuning-record JSON) and pick register
+tiles that fit the vector registers.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kiln import relay
+from kiln.codegen.native import build_native, detect_vector_bytes, function_to_dag
+from kiln.config import usable_cpus
+from kiln.interpreter import evaluate
+from kiln.ir.expr import Function
+from kiln.ir.module import IRModule
+from kiln.te import parse_step
+from kiln.te.default_schedule import default_schedule
+from kiln.te.lower import lower
+from kiln.te.templates import TargetInfo, apply_template
+from kiln.te.templates.conv2d import choose_register_tile
+from kiln.transform.infer_type import infer_type
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+
+VECTOR_BYTES = detect_vector_bytes()
+TARGET = TargetInfo(VECTOR_BYTES, max(2, usable_cpus()))
+
+Epilogue = Callable[[relay.Expr, list[relay.Var], int, tuple[int, ...]], relay.Expr]
+
+
+def _bias(x: relay.Expr, params: list[relay.Var], block: int, shape: tuple[int, ...]) -> relay.Expr:
+    b = relay.var(f"bias{len(params)}", shape=(1, shape[1], 1, 1, block), dtype="float32")
+    params.append(b)
+    return relay.add(x, b)
+
+
+def _epilogue(kind: str) -> Epilogue:
+    """``none``, ``bias_relu``, ``bias_clip`` (relu6), ``bias_residual_relu`` (residual add) or
+    ``scale_shift_relu`` (bias, then multiply and add by per-channel constants)."""
+    def build(x: relay.Expr, params: list[relay.Var], block: int,
+              shape: tuple[int, ...]) -> relay.Expr:
+        if kind == "none":
+            return x
+        x = _bias(x, params, block, shape)
+        if kind == "bias_clip":
+            return relay.clip(x, 0.0, 6.0)
+        if kind == "bias_residual_relu":
+            r = relay.var("residual", shape=shape, dtype="float32")
+            params.append(r)
+            x = relay.add(x, r)
+        if kind == "scale_shift_relu":
+            s = relay.var("scale", shape=(1, shape[1], 1, 1, block), dtype="float32")
+            params.append(s)
+            x = _bias(relay.multiply(x, s), params, block, shape)
+        return relay.nn.relu(x)
+
+    return build
+
+
+def _typed(params: list[relay.Var], body: relay.Expr) -> Function:
+    func = relay.Function(params, body).with_attr("Primitive", 1)
+    return infer_type(IRModule.from_expr(func))["main"]
+
+
+@dataclass(frozen=True)
+class ConvCase:
+    """A blocked convolution: NCHW sizes, kernel, stride, padding, dilation, blocks, epilogue."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    oc: int
+    k: tuple[int, int]
+    stride: tuple[int, int]
+    pad: tuple[int, int, int, int]
+    dilation: tuple[int, int]
+    ic_bn: int
+    oc_bn: int
+    epilogue: str
+
+    @property
+    def name(self) -> str:
+        dims = [self.n, self.c, self.h, self.w, self.oc, *self.k, *self.stride, *self.pad,
+                *self.dilation, self.ic_bn, self.oc_bn]
+        return "conv_" + "_".join(map(str, dims)) + "_" + self.epilogue
+
+    def function(self) -> Function:
+        data = relay.var("data", shape=(self.n, self.c // self.ic_bn, self.h, self.w, self.ic_bn),
+                         dtype="float32")
+        weight = relay.var("weight", shape=(self.oc // self.oc_bn, self.c // self.ic_bn, *self.k,
+                                            self.ic_bn, self.oc_bn), dtype="float32")
+        conv = relay.nn.contrib_conv2d_nchwc(
+            data, weight, strides=self.stride, padding=self.pad, dilation=self.dilation,
+            channels=self.oc, kernel_size=self.k, data_layout=f"NCHW{self.ic_bn}c",
+            kernel_layout=f"OIHW{self.ic_bn}i{self.oc_bn}o", out_layout=f"NCHW{self.oc_bn}c")
+        params = [data, weight]
+        shape = tuple(_typed(params, conv).body.checked_type.shape)
+        body = _epilogue(self.epilogue)(conv, params, self.oc_bn, shape)
+        return _typed(params, body)
+
+
+def _case(n: int, c: int, hw: tuple[int, int], oc: int, k: int, stride: int, pad: int | tuple,
+          dilation: int, ic_bn: int, oc_bn: int, epilogue: str) -> ConvCase:
+    pads = (pad,) * 4 if isinstance(pad, int) else pad
+    return ConvCase(n, c, hw[0], hw[1], oc, (k, k), (stride, stride), pads,
+                    (dilation, dilation), ic_bn, oc_bn, epilogue)
+
+
+CONV_CASES = [
+    _case(1, 32, (14, 14), 32, 3, 1, 1, 1, 16, 16, "bias_relu"),        # ResNet 3x3 body
+    _case(1, 32, (14, 14), 64, 3, 2, 1, 1, 16, 16, "bias_relu"),        # strided 3x3
+    _case(1, 32, (14, 14), 64, 1, 2, 0, 1, 16, 16, "none"),             # 1x1 downsample
+    _case(1, 64, (7, 7), 128, 1, 1, 0, 1, 16, 16, "bias_residual_relu"),  # ResNet-50 1x1
+    _case(1, 3, (32, 32), 16, 7, 2, 3, 1, 3, 16, "bias_relu"),          # stem, ic_bn 3
+    _case(1, 16, (13, 13), 32, 3, 1, 1, 1, 8, 16, "bias_clip"),         # prime OW, ic_bn 8
+    _case(1, 16, (11, 31), 16, 3, 1, 1, 1, 16, 16, "bias_relu"),        # prime OW above the tile
+    _case(1, 16, (15, 17), 16, 3, 1, 2, 2, 16, 16, "bias_relu"),        # dilation 2
+    _case(2, 16, (9, 9), 32, 3, 1, 1, 1, 16, 8, "bias_residual_relu"),  # batch 2, oc_bn 8
+    _case(1, 24, (10, 12), 24, 3, 1, 0, 1, 8, 8, "scale_shift_relu"),   # no padding, 8 blocks
+    _case(1, 16, (12, 12), 16, 3, 1, (0, 1, 1, 0), 1, 16, 16, "none"),  # asymmetric padding
+    _case(1, 16, (5, 5), 32, 5, 1, 2, 1, 16, 16, "bias_relu"),          # 5x5 kernel
+    _case(1, 12, (7, 7), 12, 3, 1, 1, 1, 3, 3, "bias_relu"),            # blocks of 3 (scalar)
+]
+
+
+@dataclass(frozen=True)
+class WindowCase:
+    """A depthwise convolution or a pooling in ``NCHW{block}c``."""
+
+    kind: str  # depthwise, max, avg, global_avg, global_max, adaptive_avg
+    n: int
+    c: int
+    h: int
+    w: int
+    k: int
+    stride: int
+    pad: int
+    dilation: int
+    block: int
+    epilogue: str
+
+    @property
+    def name(self) -> str:
+        dims = [self.n, self.c, self.h, self.w, self.k, self.stride, self.pad, self.dilation,
+                self.block]
+        return f"{self.kind}_" + "_".join(map(str, dims)) + "_" + self.epilogue
+
+    def function(self) -> Function:
+        b = self.block
+        data = relay.var("data", shape=(self.n, self.c // b, self.h, self.w, b), dtype="float32")
+        params = [data]
+        layout = f"NCHW{b}c"
+        if self.kind == "depthwise":
+            weight = relay.var("weight", shape=(self.c // b, 1, self.k, self.k, 1, b),
+                               dtype="float32")
+            params.append(weight)
+            x = relay.nn.contrib_depthwise_conv2d_nchwc(
+                data, weight, strides=self.stride, padding=self.pad, dilation=self.dilation,
+                groups=self.c, channels=self.c, kernel_size=(self.k, self.k), data_layout=layout,
+                kernel_layout=f"OIHW1i{b}o", out_layout=layout)
+        elif self.kind == "max":
+            x = relay.nn.max_pool2d(data, self.k, self.stride, self.dilation, self.pad, layout)
+        elif self.kind == "avg":
+            x = relay.nn.avg_pool2d(data, self.k, self.stride, self.dilation, self.pad, layout)
+        elif self.kind == "global_avg":
+            x = relay.nn.global_avg_pool2d(data, layout)
+        elif self.kind == "global_max":
+            x = relay.nn.global_max_pool2d(data, layout)
+        else:
+            x = relay.nn.adaptive_avg_pool2d(data, (3, 3), layout)
+        shape = tuple(_typed(params, x).body.checked_type.shape)
+        return _typed(params, _epilogue(self.epilogue)(x, params, b, shape))
+
+
+WINDOW_CASES = [
+    WindowCase("depthwise", 1, 32, 15, 15, 3, 1, 1, 1, 16, "bias_relu"),
+    WindowCase("depthwise", 1, 32, 16, 16, 3, 2, 1, 1, 16, "bias_clip"),
+    WindowCase("depthwise", 2, 16, 9, 11, 5, 1, 2, 1, 8, "bias_residual_relu"),
+    WindowCase("depthwise", 1, 16, 13, 13, 3, 1, 2, 2, 16, "none"),
+    WindowCase("depthwise", 1, 16, 37, 37, 3, 1, 1, 1, 16, "bias_relu"),
+    WindowCase("max", 1, 32, 16, 16, 3, 2, 1, 1, 16, "bias_relu"),
+    WindowCase("max", 2, 16, 11, 11, 2, 2, 0, 1, 8, "none"),
+    WindowCase("avg", 1, 16, 13, 13, 3, 1, 1, 1, 16, "none"),
+    WindowCase("avg", 1, 16, 14, 14, 3, 2, 1, 1, 16, "bias_relu"),
+    WindowCase("global_avg", 1, 64, 7, 7, 0, 0, 0, 0, 16, "none"),
+    WindowCase("global_avg", 2, 16, 5, 5, 0, 0, 0, 0, 8, "bias_relu"),
+    WindowCase("global_max", 1, 32, 6, 6, 0, 0, 0, 0, 16, "none"),
+    WindowCase("adaptive_avg", 1, 16, 7, 8, 0, 0, 0, 0, 16, "none"),
+]
+
+ALL_CASES: dict[str, ConvCase | WindowCase] = {c.name: c for c in (*CONV_CASES, *WINDOW_CASES)}
+
+
+def _inputs(func: Function, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(tuple(p.checked_type.shape)).astype("float32")
+            for p in func.params]
+
+
+def _run(lib, name: str, func: Function, arrays: list[np.ndarray]) -> np.ndarray:
+    out = np.full(tuple(func.body.checked_type.shape), np.nan, dtype="float32")
+    lib.kernel(name)(*arrays, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def built():
+    """Every case built twice: with the templates (the normal path) and the default schedule."""
+    funcs = {name: case.function() for name, case in ALL_CASES.items()}
+    templated = build_native(funcs)
+    defaults = build_native(
+        {f"d_{name}": f for name, f in funcs.items()},
+        schedule_lookup=lambda dag, _: default_schedule(dag, VECTOR_BYTES, TARGET.num_threads))
+    return funcs, templated, defaults
+
+
+@pytest.mark.parametrize("name", list(ALL_CASES))
+def test_template_matches_interpreter_and_default(built, name: str) -> None:
+    funcs, templated, defaults = built
+    func = funcs[name]
+    assert apply_template(function_to_dag(func, name).dag, TARGET) is not None, \
+        f"{name}: no template applies"
+    arrays = _inputs(func, abs(hash(name)) % 2**32)
+    ref = np.asarray(evaluate(IRModule.from_expr(func), arrays))
+    out = _run(templated, name, func, arrays)
+    default = _run(defaults, f"d_{name}", func, arrays)
+    scale = max(float(np.abs(ref).max()), 1.0)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5 * scale, err_msg=name)
+    np.testing.assert_allclose(out, default, rtol=1e-5, atol=1e-5 * scale, err_msg=name)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_thread_counts_agree(built, threads: int) -> None:
+    funcs, templated, _ = built
+    name = CONV_CASES[0].name
+    arrays = _inputs(funcs[name], 7)
+    ref = np.asarray(evaluate(IRModule.from_expr(funcs[name]), arrays))
+    templated.set_num_threads(threads)
+    try:
+        out = _run(templated, name, funcs[name], arrays)
+    finally:
+        templated.set_num_threads(TARGET.num_threads)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
+
+
+REPLAY = [CONV_CASES[0].name, CONV_CASES[4].name, CONV_CASES[6].name, WINDOW_CASES[0].name,
+          WINDOW_CASES[5].name, WINDOW_CASES[9].name]
+
+
+def test_templates_replay_from_serialised_steps() -> None:
+    """Steps written as tuning-record JSON, read back and replayed, give the same loop nest and
+    the same results."""
+    funcs = {}
+    for name in REPLAY:
+        func = ALL_CASES[name].function()
+        dag = function_to_dag(func, name).dag
+        state = apply_template(dag, TARGET)
+        assert state is not None
+        text = json.dumps([s.to_record() for s in state.transform_steps])
+        steps = [parse_step(r) for r in json.loads(text)]
+        assert [s.to_record() for s in steps] == json.loads(text)
+        replayed = dag.init_state
+        for step in steps:
+            replayed.transform_steps.append(step)
+            step.apply_to_state(replayed, dag)
+        assert str(replayed) == str(state)
+        assert str(lower(dag, steps, name=name)) == str(lower(dag, state, name=name))
+        funcs[f"r_{name}"] = (func, steps)
+    lib = build_native({k: f for k, (f, _) in funcs.items()},
+                       schedule_lookup=lambda dag, name: funcs[name][1])
+    for key, (func, _) in funcs.items():
+        arrays = _inputs(func, 3)
+        ref = np.asarray(evaluate(IRModule.from_expr(func), arrays))
+        out = _run(lib, key, func, arrays)
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
+
+
+AVX2_CASES = [CONV_CASES[8].name, CONV_CASES[9].name, WINDOW_CASES[2].name, WINDOW_CASES[6].name,
+              WINDOW_CASES[10].name]
+
+
+def test_templates_for_16_vector_registers() -> None:
+    """Blocks of 8 scheduled for AVX2 (32-byte vectors, 16 registers: smaller tiles)."""
+    from kiln.codegen.c_codegen import CCodegen
+    from kiln.codegen.compiler import compile_cached
+    from kiln.codegen.native import COMPILE_FLAGS
+    from kiln.runtime.native import NativeLibrary
+
+    avx2 = TargetInfo(vector_bytes=32, num_threads=2)
+    prims, funcs = [], {}
+    for name in AVX2_CASES:
+        func = ALL_CASES[name].function()
+        fdag = function_to_dag(func, f"avx2_{name}")
+        state = apply_template(fdag.dag, avx2)
+        assert state is not None
+        prims.append(lower(fdag.dag, state, args=fdag.args, name=f"avx2_{name}"))
+        funcs[f"avx2_{name}"] = func
+    source = CCodegen(32).module(prims)
+    assert "kiln_f32x8 conv2d_NCHWc_local_0, " in source
+    lib = NativeLibrary(compile_cached(source, "templates_avx2", flags=COMPILE_FLAGS))
+    for key, func in funcs.items():
+        arrays = _inputs(func, 11)
+        ref = np.asarray(evaluate(IRModule.from_expr(func), arrays))
+        out = _run(lib, key, func, arrays)
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()),
+                                   err_msg=key)
+
+
+def test_conv_template_shape() -> None:
+    """The conv schedule: cache_write accumulator at the output's column tile, padding kept as
+    its own parallel stage, the tile loops unrolled and the channel block vectorized."""
+    func = CONV_CASES[0].function()
+    dag = function_to_dag(func, "c").dag
+    state = apply_template(dag, TargetInfo(64, 2))
+    assert state is not None
+    kinds = [s.to_record()[0] for s in state.transform_steps]
+    assert kinds.count("CHW") == 1 and kinds.count("CA") == 1
+    text = str(state)
+    assert "conv2d_NCHWc.local" in text and "vectorize" in text and "unroll" in text
+    assert text.index("parallel") < text.index("conv2d_NCHWc.local")
+
+
+def test_other_patterns_are_left_to_the_default_schedule() -> None:
+    x = relay.var("x", shape=(1, 8, 10, 10), dtype="float32")
+    w = relay.var("w", shape=(8, 8, 3, 3), dtype="float32")
+    func = _typed([x, w], relay.nn.conv2d(x, w, padding=1))  # plain NCHW
+    assert apply_template(function_to_dag(func, "f").dag, TARGET) is None
+    xi = relay.var("x", shape=(1, 2, 10, 10, 8), dtype="float64")
+    func = _typed([xi], relay.nn.max_pool2d(xi, 3, 1, 1, 1, "NCHW8c"))  # float64
+    assert apply_template(function_to_dag(func, "g").dag, TARGET) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(oc=st.integers(1, 64), oh=st.integers(1, 120), ow=st.integers(1, 120),
+       registers=st.sampled_from([16, 32]), batch=st.integers(1, 4),
+       threads=st.integers(1, 8), max_oc_t=st.sampled_from([1, 4, 8]))
+def test_register_tile_fits(oc: int, oh: int, ow: int, registers: int, batch: int,
+                            threads: int, max_oc_t: int) -> None:
+    budget = registers - 4
+    tile = choose_register_tile(oc, oh, ow, budget, batch, threads, max_oc_t)
+    assert tile.size + tile.oc_t - 1 <= budget
+    assert oc % tile.oc_t == 0 and oh % tile.oh_t == 0 and tile.oc_t <= max_oc_t
+    assert 1 <= tile.ow_t <= ow
+    if ow <= budget and ow % tile.ow_t:
+        raise AssertionError(f"a width {ow} within the budget must be tiled exactly: {tile}")
+    # never a needlessly small tile: a whole row when it fits, else at least half the budget
+    assert tile.size >= min(ow, budget // 2)
