@@ -46,6 +46,7 @@ __all__ = [
     "load_cases",
     "run_case",
     "run_suite",
+    "run_suite_compiled",
     "skip_reason",
 ]
 
@@ -389,6 +390,86 @@ def run_suite(cases: Sequence[Any], backend: str = "kiln", timeout: float = 20.0
     results = []
     for case in cases:
         result = run_case(case, backend, timeout, execute)
+        results.append(result)
+        if progress is not None:
+            progress(result)
+    return results
+
+
+def run_suite_compiled(cases: Sequence[Any], target: str = "c", group: int = 64,
+                       timeout: float = 20.0,
+                       progress: Callable[[CaseResult], None] | None = None) -> list[CaseResult]:
+    """Run every case through ``relay.build``'s pipeline and compiled kernels, compiling in batches.
+
+    Compiling each case on its own costs a C compiler run per case (about half an hour for the
+    suite); instead each case is imported, optimized and graph-codegen'd with a unique module
+    name (``tvmgen_c<index>_...``), the fused functions of ``group`` cases are compiled into one
+    library, and every case then runs on the graph executor with that library. A library that
+    fails to build is rebuilt case by case, so one bad kernel fails only its own case.
+
+    Returns
+    -------
+    list of CaseResult
+        Classified outcomes, in the order of ``cases``.
+    """
+    import kiln
+    from kiln.build_module import _optimize
+    from kiln.codegen import build_native
+    from kiln.codegen.graph_codegen import graph_codegen
+    from kiln.contrib import graph_executor
+    from kiln.runtime.factory import GraphExecutorFactoryModule
+    from kiln.target import Target
+
+    tgt = Target(target)
+    lowered: dict[str, Any] = {}  # case name -> LoweredGraph
+    current: list[str] = [""]
+
+    def lower(mod: Any, params: dict[str, Any], feeds: dict[str, np.ndarray]) -> list[Any]:
+        name = current[0]
+        if name not in lowered:
+            with kiln.transform.PassContext(opt_level=3):
+                optimized = _optimize(mod, tgt, params)
+            lowered[name] = graph_codegen(optimized["main"], f"c{len(lowered)}")
+        return interpret(mod, params, feeds)  # also checks the import, as the reference path does
+
+    first: dict[str, CaseResult] = {}
+    for case in cases:
+        current[0] = case.name
+        first[case.name] = run_case(case, "kiln", timeout, lower)
+    libraries: dict[str, Any] = {}
+    names = [c.name for c in cases if c.name in lowered and first[c.name].status == "pass"]
+    for start in range(0, len(names), group):
+        chunk = names[start:start + group]
+        try:
+            lib = build_native({k: f for n in chunk for k, f in lowered[n].functions.items()}, tgt)
+            libraries.update(dict.fromkeys(chunk, lib))
+        except Exception:
+            for n in chunk:
+                try:
+                    libraries[n] = build_native(lowered[n].functions, tgt)
+                except Exception as e:
+                    libraries[n] = e
+
+    def execute(mod: Any, params: dict[str, Any], feeds: dict[str, np.ndarray]) -> list[Any]:
+        name = current[0]
+        lib = libraries[name]
+        if isinstance(lib, Exception):
+            raise lib
+        graph = lowered[name]
+        factory = GraphExecutorFactoryModule(graph.graph_json, lib, graph.params)
+        module = graph_executor.GraphModule(factory["default"](kiln.cpu()))
+        inputs = module.get_input_info()[0]
+        for key, value in {**params, **feeds}.items():
+            if key in inputs:
+                module.set_input(key, value)
+        module.run()
+        return [module.get_output(i).numpy() for i in range(module.get_num_outputs())]
+
+    results = []
+    for case in cases:
+        current[0] = case.name
+        result = first[case.name] if case.name not in libraries else run_case(case, "kiln", timeout,
+                                                                                  execute)
         results.append(result)
         if progress is not None:
             progress(result)

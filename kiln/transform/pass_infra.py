@@ -9,6 +9,7 @@ pass raises :class:`~kiln.errors.PassError` naming it and the passes that ran be
 
 from __future__ import annotations
 
+import abc
 import functools
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -143,7 +144,7 @@ class PassContext:
             inst.enter_pass_ctx()
 
 
-class Pass:
+class Pass(abc.ABC):
     """Base class of passes: ``pass_(mod)`` runs it under the current context."""
 
     info: PassInfo
@@ -181,9 +182,9 @@ class Pass:
             inst.run_after_pass(out, self.info)
         return out
 
+    @abc.abstractmethod
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         """Apply the pass (subclasses implement this)."""
-        raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.info.name}, opt_level={self.info.opt_level})"
