@@ -37,8 +37,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--opt-level", type=int, default=3)
     parser.add_argument("--input-shapes", default=None,
                         help="bind input shapes, e.g. data:1x3x224x224,mask:1x128")
-    parser.add_argument("--tuning-records", type=Path, default=None,
-                        help="auto-scheduler log whose best records the build uses")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
@@ -53,13 +51,7 @@ def run(args: argparse.Namespace) -> int:
     mod, params = relay.frontend.from_onnx(str(args.model), shape=parse_input_shapes(args.input_shapes))
     t1 = time.perf_counter()
     with kiln.transform.PassContext(opt_level=args.opt_level):
-        if args.tuning_records is not None:
-            from kiln import auto_scheduler
-
-            with auto_scheduler.ApplyHistoryBest(str(args.tuning_records)):
-                factory = relay.build(mod, target=args.target, params=params)
-        else:
-            factory = relay.build(mod, target=args.target, params=params)
+        factory = relay.build(mod, target=args.target, params=params)
     t2 = time.perf_counter()
     factory.export_library(args.output)
     t3 = time.perf_counter()
