@@ -20,7 +20,6 @@ __all__ = [
     "IRModule",
     "KilnError",
     "__version__",
-    "auto_scheduler",
     "contrib",
     "cpu",
     "device",
@@ -54,7 +53,7 @@ def get_global_func(name: str, allow_missing: bool = False) -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("contrib", "auto_scheduler", "target"):
+    if name in ("contrib", "target"):
         import importlib
 
         return importlib.import_module(f"kiln.{name}")
