@@ -39,6 +39,7 @@ from kiln.transform.eliminate_common_subexpr import EliminateCommonSubexpr
 from kiln.transform.fold_constant import FoldConstant
 from kiln.transform.fold_scale_axis import FoldScaleAxis
 from kiln.transform.fuse_ops import FuseOps
+from kiln.transform.fuse_patterns import FuseLayerNorm, PadSoftmaxRows
 from kiln.transform.inline import RemoveUnusedFunctions, inline
 from kiln.transform.simplify_expr import SimplifyExpr
 from kiln.transform.simplify_inference import SimplifyInference
@@ -67,8 +68,11 @@ def build_pipeline(target: Target | None = None) -> list[Pass]:
     ----------
     target : Target, optional
         The build's target (default: the current one). Native targets (``c``, ``llvm``) also get
-        AlterOpLayout (blocked convolutions, packed dense) and the FoldConstant that packs their
-        weights; the ``numpy`` target keeps plain layouts.
+        FuseLayerNorm (a layer norm spelled out in arithmetic becomes one row-wise kernel),
+        PadSoftmaxRows (attention over a token count that is not a multiple of the vector width
+        keeps its padded columns through the softmax), AlterOpLayout (blocked convolutions,
+        packed dense) and the FoldConstant that packs their weights; the ``numpy`` target keeps
+        plain layouts and TVM's pass list.
 
     Returns
     -------
@@ -84,6 +88,8 @@ def build_pipeline(target: Target | None = None) -> list[Pass]:
         EliminateCommonSubexpr(),  # [3] compute repeated expressions once
         FoldConstant(),  # [2] precompute everything that depends only on (bound) params
         FoldScaleAxis(),  # [3] fold per-channel multiplies into conv/dense weights
+        *([FuseLayerNorm()] if native else []),  # [1] spelled-out layer norms -> nn.layer_norm
+        *([PadSoftmaxRows()] if native else []),  # [3] attention rows padded to whole vectors
         SimplifyExpr(),  # [0] identities, reshape/transpose chains, casts, x/sqrt -> x*rsqrt
         CanonicalizeOps(),  # [3] bias_add -> add of an expanded bias
         FoldConstant(),  # [2] fold what the rewrites above exposed (expanded biases, ...)

@@ -10,6 +10,7 @@ from kiln.transform.eliminate_common_subexpr import EliminateCommonSubexpr
 from kiln.transform.fold_constant import FoldConstant, FoldConstantExpr
 from kiln.transform.fold_scale_axis import BackwardFoldScaleAxis, FoldScaleAxis, ForwardFoldScaleAxis
 from kiln.transform.fuse_ops import DefuseOps, FuseOps
+from kiln.transform.fuse_patterns import FuseLayerNorm, PadSoftmaxRows
 from kiln.transform.infer_type import InferType, infer_expr_type, infer_type
 from kiln.transform.inline import Inline, RemoveUnusedFunctions
 from kiln.transform.merge_compiler_regions import MergeCompilerRegions
@@ -42,6 +43,7 @@ __all__ = [
     "FoldScaleAxis",
     "ForwardFoldScaleAxis",
     "FunctionPass",
+    "FuseLayerNorm",
     "FuseOps",
     "InferType",
     "Inline",
@@ -50,6 +52,7 @@ __all__ = [
     "PassContext",
     "PassInfo",
     "PassInstrument",
+    "PadSoftmaxRows",
     "PassTimingInstrument",
     "RemoveUnusedFunctions",
     "Sequential",

@@ -11,6 +11,18 @@ calls only reshape (``reshape``, ``expand_dims``, ``squeeze``, ``batch_flatten``
 How much is fused depends on ``fuse_opt_level`` (default: the PassContext's ``opt_level``): at
 0 every operator becomes its own primitive function, as TVM's build does at ``opt_level=0``.
 ``PassContext(config={"relay.FuseOps.max_depth": n})`` caps the operators per group (default 256).
+
+Kiln's one extension of TVM's grouping (:class:`KilnGraphPartitioner`): a softmax over the last
+axis (``nn.softmax``, ``nn.fast_softmax``, ``nn.log_softmax``) also absorbs the element-wise and
+broadcasting producers that it post-dominates (the attention scale ``x * c`` and an additive mask
+``+ bias``), when they are not already the epilogue of an anchor (conv2d, dense, batch_matmul:
+TVM's rule gives those to the anchor first, which is better still). The row-reduction template
+(:mod:`kiln.te.templates.reduction`) inlines them into the kernel's reads, so the scaled and
+masked scores never go through memory. TVM leaves them in a kernel of their own, because a
+softmax edge is ``OUT_ELEMWISE_FUSABLE``. Layer norms get no such rule: in exported encoders
+their input also feeds a residual add (pre-norm) or is a ``dense`` epilogue (post-norm), and
+where a producer chain could join (the embeddings' adds) it would leave its injective ``take``
+behind and be recomputed by each of the norm's three passes.
 """
 
 from __future__ import annotations
@@ -21,16 +33,35 @@ from kiln.ir.expr import Call, Constant, Expr, Function, GlobalVar, Op, Tuple, T
 from kiln.ir.module import IRModule
 from kiln.ir.types import TensorType, Type
 from kiln.ir.visitor import children, post_order, rebuild, rewrite
-from kiln.transform.graph_partitioner import GraphPartitioner, Group, build_forward_graph
+from kiln.op.registry import OpPattern
+from kiln.transform.graph_partitioner import (
+    DomNode,
+    GNode,
+    GraphPartitioner,
+    Group,
+    build_forward_graph,
+)
 from kiln.transform.inline import bind_function
 from kiln.transform.pass_infra import FunctionPass, PassContext, PassInfo
 from kiln.transform.rewrite import ensure_types
 from kiln.transform.simplify_expr import RESHAPE_OPS
 
-__all__ = ["DefuseOps", "FuseOps", "MAX_FUSE_DEPTH", "defuse_ops", "fuse_ops", "is_primitive"]
+__all__ = [
+    "MAX_FUSE_DEPTH",
+    "ROW_SOFTMAX_OPS",
+    "DefuseOps",
+    "FuseOps",
+    "KilnGraphPartitioner",
+    "defuse_ops",
+    "fuse_ops",
+    "is_primitive",
+]
 
 # TVM's kMaxFusedOps: default of PassContext config "relay.FuseOps.max_depth".
 MAX_FUSE_DEPTH = 256
+
+# Softmax-family operators that absorb their element-wise producers (over the last axis).
+ROW_SOFTMAX_OPS = frozenset({"nn.softmax", "nn.fast_softmax", "nn.log_softmax"})
 
 
 def is_primitive(expr: Expr) -> bool:
@@ -72,11 +103,43 @@ def _reshape_only(body: Expr) -> tuple[bool, bool]:
     return has_call, only
 
 
+def _is_row_softmax(expr: Expr) -> bool:
+    """Whether ``expr`` is a softmax-family call over the last axis of its input."""
+    if not (isinstance(expr, Call) and isinstance(expr.op, Op) and expr.op.name in ROW_SOFTMAX_OPS):
+        return False
+    ty = expr.checked_type
+    return isinstance(ty, TensorType) and ty.ndim > 0 and int(expr.attrs.axis) % ty.ndim == ty.ndim - 1
+
+
+def _elementwise_path(kind: OpPattern, is_sink: bool) -> bool:
+    return is_sink or kind <= OpPattern.BROADCAST
+
+
+class KilnGraphPartitioner(GraphPartitioner):
+    """TVM's partitioner plus Kiln's rule: last-axis softmaxes absorb element-wise producers.
+
+    In phase 0, an element-wise or broadcasting node whose group holds no anchor and whose
+    immediate post-dominator is a softmax over the last axis joins the softmax's group, with
+    every node on the paths between them (all element-wise or broadcasting). TVM's rules are
+    asked first and are unchanged; the extra merge happens only where they would not fuse.
+    """
+
+    def may_fuse(self, phase: int, gnode: GNode, dom: DomNode, group: Group) -> bool:
+        """TVM's rule, else the softmax rule."""
+        if super().may_fuse(phase, gnode, dom, group):
+            return True
+        assert dom.parent is not None
+        sink = dom.parent.gnode
+        return phase == 0 and group.pattern <= OpPattern.BROADCAST \
+            and group.find_root().anchor_ref is None and _is_row_softmax(sink.ref) \
+            and self.check_path(gnode, sink, _elementwise_path)
+
+
 class _FuseMutator:
     def __init__(self, fn: Function, opt_level: int, max_depth: int):
         self.fn = fn
         graph = build_forward_graph(fn)
-        groups = GraphPartitioner(opt_level, max_depth).partition(graph)
+        groups = KilnGraphPartitioner(opt_level, max_depth).partition(graph)
         self.gmap: dict[int, Group] = {id(g.ref): groups[g.index] for g in graph.post_dfs_order}
         self.ginfo: dict[int, _GroupInfo] = {}
         self.new: dict[int, Expr] = {}

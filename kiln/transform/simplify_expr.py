@@ -7,6 +7,27 @@ chains collapse and no-op ones vanish, casts to the same dtype and widening doub
 ``full``-like operands of broadcasting ops become scalars, constant multiplies and adds regroup
 (``(x + c1) * c2 -> x * c2 + c1 * c2``, ``x * c1 * c2 -> x * (c1 * c2)``) so FoldScaleAxis and
 FoldConstant find them, and clips that cannot cut anything (``clip(uint8, 0, 255)``) go away.
+
+Kiln adds rules that exported transformer graphs need before fusion:
+
+- powers by a constant exponent become cheaper ops: ``power(x, 2) -> x * x``,
+  ``power(x, 0.5) -> sqrt(x)``, ``power(x, -0.5) -> rsqrt(x)``, ``power(x, 1) -> x``;
+- a floating-point division by a constant becomes a multiplication by its reciprocal
+  (``x / c -> x * (1 / c)``) when every ``1 / c`` is a finite normal number. When ``c`` is a power
+  of two this is exact; otherwise the result can differ from the correctly rounded quotient by
+  the rounding of ``1 / c`` plus that of the product: at most three units of the format's
+  rounding error, i.e. a relative difference of at most ``3 * 2**-24`` (about ``1.8e-7``) in
+  float32 and ``3 * 2**-53`` in float64. Multiplications cost a fraction of a division in
+  vectorized epilogues (GELU's ``x / sqrt(2)``);
+- reshapes that add axes (the ``reshape`` back to ``(batch, tokens, features)`` after a
+  ``dense`` on a flattened input) move below element-wise and broadcasting consumers, so that
+  bias adds, activations and residual adds fuse into the ``dense``/``batch_matmul`` epilogue.
+  The other operand of a binary op follows with a reshape that drops axes (or none): a bias or
+  mask that varies along the trailing axes the reshape keeps loses its leading unit axes, a
+  full-size operand takes the product's shape. Each move lowers the rank of the op's result, so
+  the rules terminate;
+- ``split(transpose(x))`` becomes one ``transpose(strided_slice(x))`` per part, and projections
+  of tuple literals their field, so each part fuses with its own consumers.
 """
 
 from __future__ import annotations
@@ -14,9 +35,9 @@ from __future__ import annotations
 import numpy as np
 
 import kiln.op as K
-from kiln.ir.expr import Call, Constant, Expr, Function
+from kiln.ir.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem
 from kiln.ir.module import IRModule
-from kiln.ir.types import np_dtype
+from kiln.ir.types import TensorType, TupleType, np_dtype
 from kiln.op.registry import OpPattern, get_op_def
 from kiln.transform.fold_constant import fold_constant
 from kiln.transform.pass_infra import FunctionPass, PassContext, PassInfo
@@ -339,6 +360,193 @@ def _full_elementwise(call: Call) -> Expr | None:
     return None
 
 
+# --- powers and constant divisors ---------------------------------------------------------------
+
+def _exponent(call: Call) -> float | None:
+    """The exponent of ``power(x, c)`` for a one-element constant ``c`` that leaves x's type."""
+    x, exponent = call.args
+    value = scalar_value(exponent)
+    if value is None or x.checked_type != call.checked_type:
+        return None
+    return value
+
+
+def _is_float(expr: Expr) -> bool:
+    ty = tensor_type(expr)
+    return ty is not None and np_dtype(ty.dtype).kind == "f"
+
+
+def _power_square(call: Call) -> Expr | None:
+    """``power(x, 2) -> x * x``."""
+    if _exponent(call) != 2.0:
+        return None
+    x = call.args[0]
+    return K.multiply(x, x)
+
+
+def _power_root(call: Call) -> Expr | None:
+    """``power(x, 0.5) -> sqrt(x)`` and ``power(x, -0.5) -> rsqrt(x)`` (floats)."""
+    exponent = _exponent(call)
+    if exponent not in (0.5, -0.5) or not _is_float(call):
+        return None
+    x = call.args[0]
+    return K.sqrt(x) if exponent == 0.5 else K.rsqrt(x)
+
+
+def _power_one(call: Call) -> Expr | None:
+    """``power(x, 1) -> x``."""
+    return call.args[0] if _exponent(call) == 1.0 else None
+
+
+def _div_const(call: Call) -> Expr | None:
+    """``x / c -> x * (1 / c)`` for a float constant ``c`` whose reciprocals are normal numbers.
+
+    The reciprocal is computed in float64 and rounded once to the dtype (see the module docstring
+    for the difference this makes).
+    """
+    x, den = call.args
+    value = const_array(den)
+    if value is None or isinstance(x, Constant) or value.dtype.kind != "f" or value.size == 0:
+        return None
+    with np.errstate(divide="ignore", over="ignore"):
+        wide = 1.0 / value.astype(np.float64)
+    recip = np.asarray(wide, dtype=value.dtype)
+    magnitude = np.abs(recip)
+    if not (np.all(np.isfinite(recip)) and np.all(magnitude >= np.finfo(value.dtype).tiny)):
+        return None
+    return K.multiply(x, Constant(recip))
+
+
+# --- reshapes that add axes move below element-wise consumers -----------------------------------
+
+def _shape(expr: Expr) -> tuple[int, ...] | None:
+    ty = tensor_type(expr)
+    return tuple(int(d) for d in ty.shape) if ty is not None else None
+
+
+def _expanding_reshape(expr: Expr) -> Expr | None:
+    """The input of a reshape-like call that adds axes (output rank above input rank)."""
+    if op_name(expr) not in RESHAPE_OPS:
+        return None
+    assert isinstance(expr, Call)
+    src, out = _shape(expr.args[0]), _shape(expr)
+    if src is None or out is None or len(out) <= len(src):
+        return None
+    return expr.args[0]
+
+
+def _kept_trailing_axes(src: tuple[int, ...], out: tuple[int, ...]) -> int:
+    """How many trailing axes a reshape from ``src`` to ``out`` leaves unchanged.
+
+    When ``src[-k:] == out[-k:]``, the leading axes on both sides hold the same number of
+    elements, so every element keeps its trailing coordinates.
+    """
+    k = 0
+    while k < min(len(src), len(out)) and src[-1 - k] == out[-1 - k]:
+        k += 1
+    return k
+
+
+def _sink_unary(call: Call) -> Expr | None:
+    """``f(reshape(y)) -> reshape(f(y))`` for an element-wise ``f`` of one tensor and an
+    axis-adding reshape."""
+    name = op_name(call)
+    if name is None or len(call.args) != 1 or get_op_def(name).pattern != OpPattern.ELEMWISE:
+        return None
+    y = _expanding_reshape(call.args[0])
+    out = _shape(call)
+    if y is None or out is None or out != _shape(call.args[0]):
+        return None
+    inner = Call(call.op, [y], call.attrs, source_names=call.source_names)
+    return K.reshape(inner, out)
+
+
+def _operand_for(other: Expr, src: tuple[int, ...], out: tuple[int, ...]) -> Expr | None:
+    """``other`` (an operand combined with ``reshape(y, out)``, ``y`` of shape ``src``) rewritten
+    to combine with ``y`` instead, or None when that needs more than a reshape of ``other``."""
+    inner = _expanding_reshape(other)
+    if inner is not None and _shape(inner) == src and _shape(other) == out:
+        return inner
+    shape = _shape(other)
+    if shape is None or len(shape) > len(out):
+        return None
+    tail = min(_kept_trailing_axes(src, out), len(shape))
+    if all(d == 1 for d in shape[:len(shape) - tail]):
+        # varies along kept trailing axes only (a bias, a mask): drop its leading unit axes
+        target = shape[len(shape) - tail:]
+        while target and target[0] == 1:
+            target = target[1:]
+    elif shape == out:
+        target = src  # a full-size operand (a residual) takes y's shape
+    else:
+        return None
+    if target == shape:
+        return other
+    value = const_array(other)
+    return Constant(value.reshape(target)) if value is not None else K.reshape(other, target)
+
+
+def _sink_binary(call: Call) -> Expr | None:
+    """``op(reshape(y), b) -> reshape(op(y, b'))`` for a broadcasting binary ``op``, an
+    axis-adding reshape and ``b`` that broadcasts along the reshape's kept trailing axes, is a
+    reshape of a tensor of y's shape, or has the result's shape (then ``b' = reshape(b)``)."""
+    name = op_name(call)
+    if name is None or len(call.args) != 2 or call.attrs is not None \
+            or get_op_def(name).pattern != OpPattern.BROADCAST:
+        return None
+    out = _shape(call)
+    for i in (0, 1):
+        reshaped, other = call.args[i], call.args[1 - i]
+        y = _expanding_reshape(reshaped)
+        if y is None or _shape(reshaped) != out:
+            continue
+        src = _shape(y)
+        assert src is not None and out is not None
+        operand = _operand_for(other, src, out)
+        if operand is None:
+            continue
+        args = [y, operand] if i == 0 else [operand, y]
+        return K.reshape(Call(call.op, args, None, source_names=call.source_names), out)
+    return None
+
+
+# --- splits of transposes ---------------------------------------------------------------------
+
+def _split_transpose(call: Call) -> Expr | None:
+    """``split(transpose(x, p), axis) -> (transpose(strided_slice(x, axis p[axis])), ...)``.
+
+    Each part then fuses with its own consumers (ViT's packed QKV projection: one copy per
+    head group instead of a three-output transpose kernel followed by a copy per part).
+    """
+    inner = call.args[0]
+    out = call.checked_type
+    if not is_op(inner, "transpose") or not isinstance(out, TupleType):
+        return None
+    assert isinstance(inner, Call)
+    x = inner.args[0]
+    perm, shape = _permutation(inner), _shape(x)
+    if perm is None or shape is None:
+        return None
+    axis = int(call.attrs.axis) % len(perm)
+    src = perm[axis]
+    parts: list[Expr] = []
+    start = 0
+    for field in out.fields:
+        assert isinstance(field, TensorType)
+        stop = start + int(field.shape[axis])
+        begin, end = [0] * len(shape), list(shape)
+        begin[src], end[src] = start, stop
+        parts.append(K.transpose(K.strided_slice(x, begin, end), perm))
+        start = stop
+    return Tuple(parts)
+
+
+def _project_tuple(node: TupleGetItem) -> Expr | None:
+    """``(a, b, ...).i -> the i-th field``."""
+    tup = node.tuple_value
+    return tup.fields[node.index] if isinstance(tup, Tuple) else None
+
+
 pm_simplify_expr = [
     Rule("zeros_like", "zeros_like", _zeros_like),  # zeros_like(x) -> zeros(shape)
     Rule("ones_like", "ones_like", _ones_like),  # ones_like(x) -> ones(shape)
@@ -364,6 +572,14 @@ pm_simplify_expr = [
     _make_regroup("multiply"),  # x * c1 * c2 -> x * (c1 * c2)
     _make_regroup("add"),  # x + c1 + c2 -> x + (c1 + c2)
     Rule("redundant_clip", "clip", _redundant_clip),  # clip(x: uint8, 0, 255) -> x
+    Rule("power_square", "power", _power_square),  # power(x, 2) -> x * x
+    Rule("power_root", "power", _power_root),  # power(x, +-0.5) -> sqrt(x) / rsqrt(x)
+    Rule("power_one", "power", _power_one),  # power(x, 1) -> x
+    Rule("div_const", "divide", _div_const),  # x / c -> x * (1 / c)
+    Rule("sink_reshape_unary", Call, _sink_unary),  # f(reshape(y)) -> reshape(f(y))
+    Rule("sink_reshape_binary", Call, _sink_binary),  # op(reshape(y), b) -> reshape(op(y, b'))
+    Rule("split_transpose", "split", _split_transpose),  # split(transpose(x)) -> (transpose(slice)..)
+    Rule("project_tuple", TupleGetItem, _project_tuple),  # (a, b).1 -> b
 ]
 
 

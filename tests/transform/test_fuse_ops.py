@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from kiln import relay
 from kiln.ir import assert_structural_equal, post_order
 from kiln.ir.expr import Call, Function, Op
-from kiln.transform import DefuseOps, FuseOps
+from kiln.transform import DefuseOps, FuseOps, SimplifyExpr
 
 
 def fused(params, body, reshape_only: bool = False) -> Function:
@@ -433,3 +433,89 @@ def test_reshape_of_an_inline_constant_is_a_real_kernel():
     _, after = fuse(body, [x], opt_level=1)
     fn = after["main"].body.fields[1].op
     assert "relay.reshape_only" not in fn.attrs and fn.params == ()
+
+
+# --- Kiln's rule: a last-axis softmax absorbs its element-wise producers ----------------------
+
+def test_softmax_absorbs_the_attention_scale_and_mask(rng):
+    s = relay.var("s", shape=(1, 2, 4, 4))
+    m = relay.var("m", shape=(1, 1, 1, 4))
+    body = relay.nn.softmax(relay.add(relay.multiply(s, relay.const(0.5)), m), axis=-1)
+    before, after = fuse(body, [s, m], opt_level=3)
+    p0, p1 = relay.var("p0", shape=(1, 2, 4, 4)), relay.var("p1", shape=(1, 1, 1, 4))
+    expected = _call([p0, p1], relay.nn.softmax(
+        relay.add(relay.multiply(p0, relay.const(0.5)), p1), axis=-1), [s, m])
+    assert_structural_equal(after, module(expected, [s, m]))
+    assert_same_values(before, after, random_inputs(before, rng))
+
+
+@pytest.mark.parametrize("op", [relay.nn.softmax, relay.nn.log_softmax, relay.nn.fast_softmax])
+def test_softmax_family_takes_a_diamond_of_producers_and_its_consumers(op, rng):
+    x = relay.var("x", shape=(3, 8))
+    e = relay.exp(x)
+    body = relay.cast(op(relay.add(relay.tanh(e), relay.sigmoid(e)), axis=1), "float16")
+    before, after = fuse(body, [x])
+    name = op(x).op.name
+    assert groups(after) == [["exp", "tanh", "sigmoid", "add", name, "cast"]]
+    assert_same_values(before, after, random_inputs(before, rng), rtol=1e-3, atol=1e-3)
+
+
+def test_softmax_rule_leaves_anchor_epilogues_injective_producers_and_other_axes(rng):
+    a = relay.var("a", shape=(2, 4, 8))
+    b = relay.var("b", shape=(2, 8, 4))
+    scores = relay.multiply(relay.nn.batch_matmul(a, b, transpose_b=False), relay.const(0.5))
+    # TVM's rule comes first: the scale is the product's epilogue
+    assert groups(fuse(relay.nn.softmax(scores), [a, b])[1]) == \
+        [["nn.batch_matmul", "multiply"], ["nn.softmax"]]
+    x = relay.var("x", shape=(4, 6))
+    # an injective producer (the template reads rows; a transpose would not be one)
+    assert groups(fuse(relay.nn.softmax(relay.transpose(relay.exp(x))), [x])[1]) == \
+        [["exp", "transpose"], ["nn.softmax"]]
+    # a softmax over a leading axis keeps TVM's grouping
+    assert groups(fuse(relay.nn.softmax(relay.exp(x), axis=0), [x])[1]) == \
+        [["exp"], ["nn.softmax"]]
+    # a producer that is also used elsewhere stays where TVM puts it
+    e = relay.exp(x)
+    before, after = fuse(relay.Tuple([relay.nn.softmax(e), relay.negative(e)]), [x])
+    assert groups(after) == [["exp"], ["nn.softmax"], ["negative"]]
+    assert_same_values(before, after, random_inputs(before, rng))
+
+
+def test_softmax_rule_respects_the_depth_cap():
+    x = relay.var("x", shape=(2, 5))
+    body = x
+    for _ in range(4):
+        body = relay.exp(body)
+    _, after = fuse(relay.nn.softmax(body), [x], **{"relay.FuseOps.max_depth": 3})
+    assert max(len(g) for g in groups(after)) <= 3
+
+
+# --- after SimplifyExpr: exported dense / batch_matmul epilogues are one kernel each ---------
+
+def test_exported_encoder_epilogues_fuse_into_their_products(rng):
+    """MatMul on (1, T, C) inputs as exporters write them (flatten, dense, reshape back, bias,
+    erf GELU, residual add) and attention scores (batch_matmul, reshape to 4-d, scale, mask)."""
+    x = relay.var("x", shape=(1, 6, 4))
+    w = relay.var("w", shape=(8, 4))
+    b = relay.const(np.linspace(-1, 1, 8, dtype="float32"))
+    r = relay.var("r", shape=(1, 6, 8))
+    h = relay.add(relay.reshape(relay.nn.dense(relay.reshape(x, (6, 4)), w), (1, 6, 8)), b)
+    gelu = relay.multiply(relay.multiply(h, relay.add(relay.erf(relay.multiply(
+        h, relay.const(0.7071))), relay.const(1.0))), relay.const(0.5))
+    q = relay.var("q", shape=(2, 6, 3))
+    k = relay.var("k", shape=(2, 3, 6))
+    mask = relay.var("mask", shape=(1, 1, 1, 6))
+    scores = relay.add(relay.multiply(relay.reshape(relay.nn.batch_matmul(q, k, transpose_b=False),
+                                                    (1, 2, 6, 6)), relay.const(0.5)), mask)
+    body = relay.Tuple([relay.add(gelu, r), relay.nn.softmax(scores)])
+    before = module(body, [x, w, r, q, k, mask])
+    simplified = apply(SimplifyExpr(), before, opt_level=3)
+    after = apply(FuseOps(), simplified, opt_level=3)
+    found = groups(after)
+    dense = next(g for g in found if "nn.dense" in g)
+    assert dense[0] == "nn.dense" and {"erf", "add", "multiply"} <= set(dense)
+    assert "reshape" not in dense
+    bmm = next(g for g in found if "nn.batch_matmul" in g)
+    assert bmm == ["nn.batch_matmul", "multiply", "add"]
+    assert ["nn.softmax"] in found
+    assert_same_values(before, after, random_inputs(before, rng), rtol=2e-5, atol=2e-5)

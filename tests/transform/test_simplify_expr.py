@@ -197,3 +197,253 @@ def test_double_casts_drop_only_exact_intermediates(src, mid, removable, rng):
     else:
         xv = (rng.normal(size=64) * 1000).astype(src)
     assert_same_values(module(body, [x]), out, {"x": xv}, rtol=0, atol=0)
+
+
+# --- powers and constant divisors -------------------------------------------------------------
+
+@pytest.mark.parametrize("exponent,expected", [
+    (2.0, lambda x: relay.multiply(x, x)),
+    (0.5, relay.sqrt),
+    (-0.5, relay.rsqrt),
+    (1.0, lambda x: x),
+])
+def test_powers_by_a_constant_become_cheaper_ops(exponent, expected):
+    assert_simplifies_to(relay.exp(relay.power(X, relay.const(exponent))), relay.exp(expected(X)), [X])
+
+
+@pytest.mark.parametrize("build", [
+    lambda x: relay.power(x, relay.const(3.0)),
+    lambda x: relay.power(x, relay.const(np.array([2.0, 2.0, 2.0], "float32"))),
+    lambda x: relay.power(x, relay.const(np.full((4, 2, 3), 2.0, "float32"))),  # widens the result
+    lambda x: relay.power(relay.const(2.0), x),
+    lambda x: relay.power(x, relay.var("e", shape=())),
+], ids=["cube", "vector exponent", "broadcasting exponent", "constant base", "variable exponent"])
+def test_other_powers_stay(build):
+    body = build(X)
+    assert_simplifies_to(body, body, None)
+
+
+def test_integer_square_becomes_a_product_but_roots_do_not():
+    i = relay.var("i", shape=(4,), dtype="int32")
+    assert_simplifies_to(relay.power(i, relay.const(2, "int32")), relay.multiply(i, i), [i])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.floats(-8.0, 8.0).filter(lambda e: abs(e) > 0.1), st.sampled_from([2.0, 0.5, -0.5, 1.0]),
+       st.sampled_from(["float32", "float64"]), st.integers(0, 2**16))
+def test_power_rewrites_keep_values(scale, exponent, dtype, seed):
+    x = relay.var("x", shape=(3, 5), dtype=dtype)
+    before = module(relay.power(x, relay.const(exponent, dtype)), [x])
+    after = apply(SimplifyExpr(), before, opt_level=0)
+    assert not any(isinstance(n, Call) and n.op.name == "power" for n in post_order(after["main"]))
+    xv = np.abs(np.random.default_rng(seed).uniform(0.01, 1.0, (3, 5)) * scale).astype(dtype)
+    assert_same_values(before, after, {"x": xv}, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("divisor,exact", [(4.0, True), (0.125, True), (-2.0, True), (3.0, False),
+                                           (np.sqrt(2.0), False), (7e-3, False)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_division_by_a_constant_becomes_a_product(divisor, exact, dtype, rng):
+    x = relay.var("x", shape=(64,), dtype=dtype)
+    c = np.asarray(divisor, dtype)
+    before = module(relay.divide(x, relay.const(c)), [x])
+    after = apply(SimplifyExpr(), before, opt_level=0)
+    recip = np.asarray(1.0 / c.astype(np.float64), dtype)
+    assert_structural_equal(after, module(relay.multiply(x, relay.const(recip)), [x]))
+    xv = (rng.normal(size=64) * 100).astype(dtype)
+    # the documented bound: within 3 roundings of the dtype of the correctly rounded quotient
+    bound = 0.0 if exact else 3 * np.finfo(dtype).eps / 2
+    assert_same_values(before, after, {"x": xv}, rtol=bound, atol=0)
+
+
+def test_division_by_a_constant_vector_uses_elementwise_reciprocals(rng):
+    c = np.array([0.5, 3.0, -10.0], "float32")
+    out = simplified(relay.divide(X, relay.const(c)), [X])
+    assert_structural_equal(out, module(relay.multiply(X, relay.const((1 / c).astype("float32"))), [X]))
+
+
+@pytest.mark.parametrize("build", [
+    lambda x: relay.divide(x, relay.const(0.0)),
+    lambda x: relay.divide(x, relay.const(np.array([1.0, 0.0, 2.0], "float32"))),
+    lambda x: relay.divide(x, relay.const(np.float32(1e39 / 1e1))),  # reciprocal underflows
+    lambda x: relay.divide(x, relay.const(np.float32(np.inf))),
+    lambda x: relay.divide(relay.const(3.0), x),
+    lambda x: relay.divide(x, relay.var("d", shape=())),
+], ids=["zero", "zero element", "reciprocal subnormal", "infinity", "constant dividend", "variable"])
+def test_division_stays_when_the_reciprocal_is_not_a_normal_number(build):
+    body = build(X)
+    assert_simplifies_to(body, body, None)
+
+
+def test_integer_division_stays():
+    i = relay.var("i", shape=(4,), dtype="int32")
+    body = relay.divide(i, relay.const(2, "int32"))
+    assert_simplifies_to(body, body, [i])
+
+
+# --- reshapes that add axes move below element-wise consumers ---------------------------------
+
+Y2 = relay.var("y2", shape=(6, 8))  # a dense output, reshaped back to (1, 6, 8) by exporters
+
+
+def up(y):
+    return relay.reshape(y, (1, 6, 8))
+
+
+def test_unary_ops_move_below_an_axis_adding_reshape():
+    assert_simplifies_to(relay.erf(up(Y2)), up(relay.erf(Y2)), [Y2])
+    assert_simplifies_to(relay.nn.relu(relay.expand_dims(Y2, 0)), up(relay.nn.relu(Y2)), [Y2])
+    assert_simplifies_to(relay.cast(up(Y2), "float16"), up(relay.cast(Y2, "float16")), [Y2])
+
+
+def test_reshapes_that_drop_axes_stay_where_they_are():
+    x = relay.var("x", shape=(1, 6, 8))
+    body = relay.erf(relay.reshape(x, (6, 8)))
+    assert_simplifies_to(body, body, [x])
+    b = relay.var("b", shape=(8,))
+    body = relay.add(relay.reshape(x, (6, 8)), b)
+    assert_simplifies_to(body, body, [x, b])
+
+
+def test_bias_on_kept_trailing_axes_moves_into_the_product():
+    b = relay.var("b", shape=(8,))
+    assert_simplifies_to(relay.add(up(Y2), b), up(relay.add(Y2, b)), [Y2, b])
+    c = np.arange(8, dtype="float32").reshape(1, 1, 8)  # leading unit axes dropped, folded
+    assert_simplifies_to(relay.multiply(relay.const(c), up(Y2)),
+                         up(relay.multiply(relay.const(c.reshape(8)), Y2)), [Y2])
+    assert_simplifies_to(relay.maximum(up(Y2), relay.const(0.5)),
+                         up(relay.maximum(Y2, relay.const(0.5))), [Y2])
+
+
+def test_attention_mask_moves_into_the_scores():
+    s = relay.var("s", shape=(12, 16, 16))  # batch_matmul scores -> (1, 12, 16, 16)
+    m = relay.var("m", shape=(1, 1, 1, 16))
+    body = relay.add(relay.multiply(relay.reshape(s, (1, 12, 16, 16)), relay.const(0.25)), m)
+    expected = relay.reshape(relay.add(relay.multiply(s, relay.const(0.25)), relay.reshape(m, (16,))),
+                             (1, 12, 16, 16))
+    assert_simplifies_to(body, expected, [s, m])
+
+
+def test_residual_of_the_full_shape_is_reshaped_to_meet_the_product():
+    r = relay.var("r", shape=(1, 6, 8))
+    assert_simplifies_to(relay.add(r, up(Y2)), up(relay.add(relay.reshape(r, (6, 8)), Y2)), [Y2, r])
+    z = relay.var("z", shape=(6, 8))
+    assert_simplifies_to(relay.subtract(up(Y2), up(z)), up(relay.subtract(Y2, z)), [Y2, z])
+
+
+@pytest.mark.parametrize("build", [
+    # the bias varies along an axis the reshape creates (6 -> 2 x 3)
+    lambda: relay.add(relay.reshape(Y2, (1, 2, 3, 8)), relay.var("b", shape=(3, 1))),
+    # the reshaped operand is broadcast up by the other one
+    lambda: relay.add(relay.reshape(Y2, (1, 6, 8)), relay.var("w", shape=(2, 6, 8))),
+    # a reshape that keeps the rank
+    lambda: relay.add(relay.reshape(Y2, (8, 6)), relay.var("b", shape=(6,))),
+    # an op with an axis attribute
+    lambda: relay.nn.bias_add(relay.reshape(Y2, (1, 6, 8)), relay.var("b", shape=(6,))),
+], ids=["bias on a split axis", "widening operand", "same rank", "bias_add"])
+def test_reshape_stays_above_ops_it_cannot_cross(build):
+    body = build()
+    assert_simplifies_to(body, body, None)
+
+
+def test_operands_reshaped_from_different_shapes_meet_at_the_lower_rank(rng):
+    v = relay.var("v", shape=(48,))
+    before = module(relay.add(up(Y2), relay.reshape(v, (1, 6, 8))), [Y2, v])
+    after = apply(SimplifyExpr(), before, opt_level=0)
+    expected = up(relay.add(relay.reshape(Y2, (48,)), v))
+    assert_structural_equal(after, module(expected, [Y2, v]))
+    assert_same_values(before, after, random_inputs(before, rng), rtol=0, atol=0)
+
+
+def test_exported_dense_epilogue_ends_up_on_the_product():
+    """MatMul on a 3-d input as exporters write it: flatten, dense, reshape back, then bias, erf
+    GELU and a residual add; after the rules only the reshape back is left at the end."""
+    x = relay.var("x", shape=(1, 6, 4))
+    r = relay.var("r", shape=(1, 6, 8))
+    w = relay.var("w", shape=(8, 4))
+    b = relay.const(np.linspace(-1, 1, 8, dtype="float32"))
+    h = relay.add(relay.reshape(relay.nn.dense(relay.reshape(x, (6, 4)), w), (1, 6, 8)), b)
+    gelu = relay.multiply(relay.multiply(h, relay.add(relay.erf(relay.divide(
+        h, relay.const(np.float32(np.sqrt(2.0))))), relay.const(1.0))), relay.const(0.5))
+    before = module(relay.add(gelu, r), [x, r, w])
+    after = apply(SimplifyExpr(), before, opt_level=0)
+    body = after["main"].body
+    assert body.op.name == "reshape" and body.args[0].op.name == "add"
+    ops = [n.op.name for n in post_order(body.args[0]) if isinstance(n, Call)]
+    assert ops.count("reshape") == 2  # the flattening of x and of the residual r
+    assert "divide" not in ops
+    assert_same_values(before, after, random_inputs(before, np.random.default_rng(3)))
+
+
+# --- splits of transposes ---------------------------------------------------------------------
+
+def test_split_of_a_transpose_slices_before_transposing(rng):
+    x = relay.var("x", shape=(4, 3, 6))
+    parts = relay.split(relay.transpose(x, (2, 0, 1)), [2, 5], axis=0)
+    body = relay.Tuple([relay.exp(parts[0]), relay.negative(parts[2])])
+    before = module(body, [x])
+    after = apply(SimplifyExpr(), before, opt_level=0)
+    expected = relay.Tuple([
+        relay.exp(relay.transpose(relay.strided_slice(x, [0, 0, 0], [4, 3, 2]), (2, 0, 1))),
+        relay.negative(relay.transpose(relay.strided_slice(x, [0, 0, 5], [4, 3, 6]), (2, 0, 1)))])
+    assert_structural_equal(after, module(expected, [x]))
+    assert_same_values(before, after, random_inputs(before, rng), rtol=0, atol=0)
+
+
+def test_split_of_anything_else_stays_like_tvm():
+    x = relay.var("x", shape=(4, 6))
+    body = relay.Tuple([relay.exp(relay.split(relay.exp(x), 2, axis=1)[0])])
+    assert_simplifies_to(body, body, [x])
+
+
+def test_projection_of_a_tuple_literal_is_its_field():
+    body = relay.exp(relay.TupleGetItem(relay.Tuple([X, relay.negative(Y)]), 1))
+    assert_simplifies_to(body, relay.exp(relay.negative(Y)), [X, Y])
+
+
+# --- property: random element-wise epilogues after an axis-adding reshape keep their values -----
+
+_EPILOGUE = st.sampled_from(["bias", "scale", "div", "erf", "relu", "residual", "mask", "pow2",
+                             "sqrt", "square_of_reshape"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_EPILOGUE, min_size=1, max_size=8), st.integers(0, 2**16))
+def test_random_epilogues_after_a_reshape_keep_values(steps, seed):
+    y = relay.var("y", shape=(12, 16))
+    r = relay.var("r", shape=(1, 3, 4, 16))
+    m = relay.var("m", shape=(1, 1, 1, 16))
+    expr = relay.reshape(y, (1, 3, 4, 16))
+    for step in steps:
+        if step == "bias":
+            expr = relay.add(expr, relay.const(np.linspace(-1, 1, 16, dtype="float32")))
+        elif step == "scale":
+            expr = relay.multiply(relay.const(0.3), expr)
+        elif step == "div":
+            expr = relay.divide(expr, relay.const(np.float32(1.7)))
+        elif step == "erf":
+            expr = relay.erf(expr)
+        elif step == "relu":
+            expr = relay.nn.relu(expr)
+        elif step == "residual":
+            expr = relay.add(r, expr)
+        elif step == "mask":
+            expr = relay.add(expr, m)
+        elif step == "pow2":
+            expr = relay.power(expr, relay.const(2.0))
+        elif step == "sqrt":
+            expr = relay.sqrt(relay.add(relay.abs(expr), relay.const(1.0)))
+        else:
+            expr = relay.multiply(expr, relay.reshape(y, (1, 3, 4, 16)))
+    before = module(expr, [y, r, m])
+    after = apply(SimplifyExpr(), before, opt_level=0)
+    main = after["main"]
+    # the only reshapes left: the final one and the flattening of r and m
+    adds_axes = [n for n in post_order(main) if isinstance(n, Call) and n.op.name == "reshape"
+                 and len(n.checked_type.shape) > len(n.args[0].checked_type.shape)]
+    assert adds_axes in ([], [main.body])
+    rng = np.random.default_rng(seed)
+    inputs = {"y": rng.uniform(-2, 2, (12, 16)).astype("float32"),
+              "r": rng.uniform(-2, 2, (1, 3, 4, 16)).astype("float32"),
+              "m": rng.uniform(-2, 2, (1, 1, 1, 16)).astype("float32")}
+    assert_same_values(before, after, inputs, rtol=2e-6, atol=1e-6)
