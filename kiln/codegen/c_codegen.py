@@ -5,15 +5,17 @@ tensor, the fused function's inputs first, then its outputs (dense, row-major); 
 (-1 when a heap allocation fails). A header comment lists the fused relay ops and the source-model
 node names they came from. Parameters are unpacked into typed ``restrict`` pointers.
 
-Loops: parallel loops become ``#pragma omp parallel for`` with ``schedule(static)`` and the
-library's thread count (``kiln_set_num_threads``), perfectly nested parallel loops are collapsed;
-vectorized loops become GCC vector-extension code (see :mod:`kiln.codegen.c_vector`) when their
-extent is a power of two, else ``#pragma omp simd`` loops; unrolled loops get ``#pragma GCC
-unroll``. Expressions keep NumPy's semantics (see :mod:`kiln.codegen.c_prelude`): integer
-arithmetic on tensor data wraps, float16 rounds after every operation, libm computes scalar math.
+Loops: a parallel loop (with the parallel loops perfectly nested in it) is outlined into a
+chunk function run by the library's thread pool (see :mod:`kiln.codegen.c_parallel` and
+:mod:`kiln.codegen.c_runtime`; no OpenMP runtime is involved); vectorized loops become GCC
+vector-extension code (see :mod:`kiln.codegen.c_vector`) when their extent is a power of two,
+else ``#pragma omp simd`` loops (compiled with ``-fopenmp-simd``, which needs no runtime);
+unrolled loops get ``#pragma GCC unroll``. Expressions keep NumPy's semantics (see
+:mod:`kiln.codegen.c_prelude`): integer arithmetic on tensor data wraps, float16 rounds after
+every operation, libm computes scalar math.
 
 Buffers: an intermediate buffer whose accesses form a register tile (indexed by unrolled loops
-and a vectorized lane loop; see :mod:`kiln.codegen.c_vector`) becomes vector-typed local
+and a vectorized lane loop; see :mod:`kiln.codegen.c_registers`) becomes vector-typed local
 variables, and the unrolled loops touching it are written out one copy per iteration; other
 buffers up to 64 KiB (256 KiB inside a loop, where a heap buffer would be allocated at every
 iteration) are stack arrays, larger ones are allocated on the heap once per call.
@@ -29,13 +31,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kiln.codegen.c_prelude import SCALAR_PRELUDE, VECTOR_MATH_TEMPLATE, int_helper_names
-from kiln.codegen.c_vector import (
-    emit_vector_loop,
-    register_element,
-    register_indices,
-    register_lanes,
+from kiln.codegen.c_masked import INTRINSICS_INCLUDE, masked_helpers
+from kiln.codegen.c_parallel import emit_parallel_loop
+from kiln.codegen.c_prelude import (
+    SCALAR_PRELUDE,
+    VECTOR_MATH_TABLES,
+    int_helper_names,
+    vector_math_source,
 )
+from kiln.codegen.c_reduce import emit_horizontal_reduction
+from kiln.codegen.c_registers import register_element, register_indices, register_lanes
+from kiln.codegen.c_runtime import RUNTIME_DECLS, RUNTIME_SOURCE
+from kiln.codegen.c_vector import emit_vector_loop
 from kiln.errors import CompileError
 from kiln.te import expr as E
 from kiln.te.expr import PrimExpr, Var, const
@@ -88,12 +95,13 @@ _LIBM = {
 _STACK_LIMIT_TOP = 1 << 16
 # ... and inside loops, where a heap buffer would be allocated at every iteration: a buffer
 # computed at a loop of its consumer (padded rows, a tile) stays on the stack up to this size
-# (OpenMP worker threads get the default thread stack, megabytes).
+# (the pool's worker threads have 8 MiB stacks).
 _STACK_LIMIT_LOOP = 1 << 18
 # Unrolled loops around register-tile accesses are written out up to this extent even when
 # their variable does not index the tile (a kernel window, say).
 _EXPAND_SHORT = 16
 _BINOP = {"add": "+", "sub": "-", "mul": "*"}
+_MASK_INT = {8: "int8", 16: "int16", 32: "int32", 64: "int64"}
 _CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
@@ -146,6 +154,7 @@ def _has_load(e: PrimExpr) -> bool:
 
 @dataclass
 class _FuncState:
+    func_name: str = ""
     lines: list[str] = field(default_factory=list)
     indent: int = 1
     in_parallel: bool = False
@@ -154,6 +163,13 @@ class _FuncState:
     used_names: set[str] = field(default_factory=set)
     # id(buffer) -> (lanes, name prefix) of buffers held in vector variables
     registers: dict[int, tuple[int, str]] = field(default_factory=dict)
+    # C types of what is in scope, for capturing it into a parallel loop's context:
+    # id(var) -> scalar type, id(buffer) -> pointer type
+    var_types: dict[int, str] = field(default_factory=dict)
+    buffer_types: dict[int, str] = field(default_factory=dict)
+    # chunk functions of the parallel loops (emitted before the kernel)
+    outlined: list[str] = field(default_factory=list)
+    n_parallel: int = 0
 
 
 class CCodegen:
@@ -170,6 +186,7 @@ class CCodegen:
         self.vector_bytes = vector_bytes
         self.vector_types: set[tuple[str, int]] = set()  # (dtype, lanes)
         self.vector_math: set[int] = set()  # float32 lane counts needing vector math
+        self.masked_types: set[tuple[str, int]] = set()  # (dtype, lanes) with masked moves
         self.constants: list[str] = []
         self._f: _FuncState = _FuncState()
         self.simp = Simplifier()
@@ -179,15 +196,14 @@ class CCodegen:
     def module(self, funcs: Sequence[PrimFunc], define_runtime: bool = True) -> str:
         """One translation unit: prelude, vector types and math, constants, then the kernels.
 
-        ``define_runtime`` adds ``kiln_set_num_threads`` and the thread-count variable; a library
-        compiled from several units defines them in exactly one.
+        ``define_runtime`` adds the runtime (thread pool, ``kiln_set_num_threads``,
+        ``kiln_run_plan``; see :mod:`kiln.codegen.c_runtime`); a library compiled from several
+        units defines it in exactly one.
         """
         bodies = [self.function(f) for f in funcs]
-        parts = [SCALAR_PRELUDE]
+        parts = [SCALAR_PRELUDE, RUNTIME_DECLS]
         if define_runtime:
-            parts.append("int32_t kiln__num_threads = 0;\n\n"
-                         "/* Threads used by parallel loops; 0 restores the OpenMP default. */\n"
-                         "void kiln_set_num_threads(int32_t n) { kiln__num_threads = n; }\n")
+            parts.append(RUNTIME_SOURCE)
         parts.append(self._vector_decls())
         parts += self.constants
         parts += bodies
@@ -197,6 +213,8 @@ class CCodegen:
         types = set(self.vector_types)
         for lanes in self.vector_math:
             types.update({("float32", lanes), ("int32", lanes)})
+        for dtype, lanes in self.masked_types:
+            types.update({(dtype, lanes), (_MASK_INT[_bits(dtype)], lanes)})
         lines = []
         for dtype, lanes in sorted(types, key=lambda t: (t[1], t[0])):
             ct = c_type(dtype)
@@ -206,21 +224,29 @@ class CCodegen:
             lines.append(f"typedef {ct} {name}u __attribute__((vector_size({size * lanes}), "
                          f"aligned({size}), may_alias));")
         text = "\n".join(lines) + ("\n" if lines else "")
+        if self.masked_types or self.vector_math:
+            text += INTRINSICS_INCLUDE
+        for dtype, lanes in sorted(self.masked_types, key=lambda t: (t[1], t[0])):
+            bits = _bits(dtype)
+            vt = vector_type_name(dtype, lanes)
+            text += masked_helpers(vt, vector_type_name(_MASK_INT[bits], lanes), c_type(dtype),
+                                   vt[len("kiln_"):], bits, lanes, E.is_float_dtype(dtype))
+        if self.vector_math:
+            text += VECTOR_MATH_TABLES
         for lanes in sorted(self.vector_math):
-            text += VECTOR_MATH_TEMPLATE.replace("{V}", vector_type_name("float32", lanes)) \
-                .replace("{I}", vector_type_name("int32", lanes)) \
-                .replace("{S}", f"f32x{lanes}")
+            text += vector_math_source(lanes)
         return text
 
     # --- functions ----------------------------------------------------------------------------
     def function(self, func: PrimFunc) -> str:
         """The C text of one kernel (its constants are added to :attr:`constants`)."""
-        self._f = _FuncState()
+        self._f = _FuncState(func_name=func.name)
         self.simp = Simplifier(_loop_ranges(func.body))
         biggest = max([b.size for b in func.params] + [_max_alloc(func.body), 0])
         self.index_type = "int64_t" if biggest >= (1 << 31) - 1 else "int32_t"
-        for b in func.params:
-            self._reserve(b.name)
+        for name in (*(b.name for b in func.params), "kiln_ctx", "kiln_c", "kiln_begin",
+                     "kiln_end", "kiln_i"):
+            self._reserve(name)
         head = [f"/* Kiln kernel {func.name}"]
         ops = func.attrs.get("fused_ops")
         if ops:
@@ -233,16 +259,22 @@ class CCodegen:
             head.append(f" * args[{i}] {b.kind:6s} {b.name}: {b.dtype}[{shape}]")
         head.append(" */")
         f = self._f
-        f.lines = [*head, f"int32_t {func.name}(void** args) {{"]
+        f.lines = [f"int32_t {func.name}(void** args) {{"]
         for i, b in enumerate(func.params):
             ct = c_type(b.dtype)
             const = "const " if b.kind == "input" else ""
             f.lines.append(f"  {const}{ct}* restrict {b.name} = ({const}{ct}*)args[{i}];")
+            f.buffer_types[id(b)] = f"{const}{ct}*"
         self._const_buffers(func)
         self.stmt(func.body)
         f.lines.append("  return 0;")
         f.lines.append("}")
-        return "\n".join(f.lines) + "\n"
+        # the header, the chunk functions of the parallel loops, then the kernel itself
+        return "\n".join([*head, *f.outlined, *f.lines]) + "\n"
+
+    def c_type_of(self, buf: Buffer) -> str:
+        """The C element type of a buffer."""
+        return c_type(buf.dtype)
 
     def _const_buffers(self, func: PrimFunc) -> None:
         seen: set[int] = set()
@@ -318,6 +350,7 @@ class CCodegen:
         elif isinstance(s, LetStmt):
             self.emit("{")
             self._f.indent += 1
+            self._f.var_types[id(s.var)] = c_type(s.var.dtype)
             self.emit(f"const {c_type(s.var.dtype)} {self.var_name(s.var)} = {self.expr(s.value)};")
             self.stmt(s.body)
             self._f.indent -= 1
@@ -356,6 +389,7 @@ class CCodegen:
         nbytes = b.size * np.dtype(_np_name(b.dtype)).itemsize
         limit = _STACK_LIMIT_LOOP if self._f.loop_depth else _STACK_LIMIT_TOP
         self._reserve(b.name)
+        self._f.buffer_types[id(b)] = f"{ct}*"
         self.emit("{")
         self._f.indent += 1
         lanes = register_lanes(s, self)
@@ -389,35 +423,18 @@ class CCodegen:
     def _for(self, s: For) -> None:
         if s.kind == "vectorized" and emit_vector_loop(self, s):
             return
+        if s.kind in ("serial", "unrolled") and emit_horizontal_reduction(self, s):
+            return
         if s.kind == "unrolled" and self._f.registers and self._expands(s):
             self._expand(s)
             return
         f = self._f
         kind = s.kind
-        if kind == "parallel" and f.in_parallel:
-            kind = "serial"
+        if kind == "parallel" and not f.in_parallel and emit_parallel_loop(self, s):
+            return
         it = self.index_type
         var = self.var_name(s.var)
-        if kind == "parallel":
-            collapsed = [s]
-            body = s.body
-            while isinstance(body, For) and body.kind == "parallel" and len(collapsed) < 3:
-                collapsed.append(body)
-                body = body.body
-            clause = f" collapse({len(collapsed)})" if len(collapsed) > 1 else ""
-            self.emit(f"#pragma omp parallel for num_threads(kiln_threads()) "
-                      f"schedule(static){clause}")
-            for loop in collapsed:
-                name = self.var_name(loop.var)
-                self.emit(f"for ({it} {name} = 0; {name} < {loop.extent}; ++{name}) {{")
-                f.indent += 1
-            f.in_parallel, f.loop_depth = True, f.loop_depth + len(collapsed)
-            self.stmt(body)
-            f.in_parallel, f.loop_depth = False, f.loop_depth - len(collapsed)
-            for _ in collapsed:
-                f.indent -= 1
-                self.emit("}")
-            return
+        f.var_types[id(s.var)] = it
         if kind == "unrolled":
             self.emit(f"#pragma GCC unroll {min(s.extent, 64)}")
         elif kind == "vectorized" and _simd_safe(s):
@@ -601,6 +618,10 @@ def vector_type_name(dtype: str, lanes: int) -> str:
              "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
              "float16": "f16", "float32": "f32", "float64": "f64"}[dtype]
     return f"kiln_{short}x{lanes}"
+
+
+def _bits(dtype: str) -> int:
+    return 8 if dtype == "bool" else E.dtype_bits(dtype)
 
 
 def _np_name(dtype: str) -> str:

@@ -6,23 +6,29 @@ shifts by the bit width or more saturate, float-to-int conversion of NaN or infi
 ``max``/``min`` of floats propagate NaN, float floor division and modulo follow NumPy's
 ``divmod``.
 
-The vector math functions (:data:`VECTOR_MATH_TEMPLATE`, float32 only) are polynomial
+The vector math functions (:func:`vector_math_source`, float32 only) are polynomial
 approximations written with GCC vector extensions so that vector loops stay vectorized without
-``-ffast-math``. Their coefficients were fitted (iteratively reweighted least squares towards
-minimax, in float64) for this file. Measured maximum errors against float64 over dense samples
-of the float32 range (see ``tests/codegen/test_c_codegen.py``) are:
+``-ffast-math``; where the compiler targets AVX-512 (AVX512VL for 4 and 8 lanes) ``exp`` uses
+``vscalefps``/``vrndscaleps`` and ``vmaxps``/``vminps``, and erf's table lookups are one
+``vpermps`` per coefficient (AVX2 for 8 lanes). Their coefficients were fitted (iteratively
+reweighted least squares towards minimax, in float64) for this file. Measured maximum errors
+against float64 over dense samples of the float32 range (see ``tests/codegen/test_c_codegen.py``;
+the same for every vector width and instruction set) are:
 
 ==========  ===========================================  =========
 function    method                                       max error
 ==========  ===========================================  =========
-exp         Cody-Waite reduction, degree-6 polynomial,   1.03 ulp
-            scaling by 2^k in two steps (subnormals ok)
+exp         Cody-Waite reduction, degree-6 polynomial,   1.01 ulp
+            times 2^n with one rounding (AVX-512
+            scalef, else two exact power-of-2 factors)
 tanh        odd polynomial below 0.55, else              1.4 ulp
             1 - 2 / (exp(2|x|) + 1)
-sigmoid     e = exp(-|x|), then 1 / (1 + e) or           2.0 ulp
+sigmoid     e = exp(-|x|), then 1 / (1 + e) or           2.04 ulp
             e / (1 + e) (one division)
-erf         x + x * P(x^2) below 1, else                 1.0 ulp
-            1 - exp(-x^2) * P(1/x), 1 from 4 on
+erf         8 intervals of |x| (width 0.5, table         1.02 ulp
+            lookups), degree-7 polynomial in |x| minus
+            the centre, x + x * s(x) on [0, 0.5); no
+            division, no exp; 1 from 4 on
 ==========  ===========================================  =========
 
 All return NaN for NaN and the correctly rounded limits for infinities; exp overflows to
@@ -31,15 +37,21 @@ infinity above 88.72283 and underflows to 0 below -103.97208.
 
 from __future__ import annotations
 
-__all__ = ["SCALAR_PRELUDE", "VECTOR_MATH_TEMPLATE", "int_helper_names"]
+__all__ = [
+    "SCALAR_PRELUDE",
+    "VECTOR_MATH_TABLES",
+    "c_float",
+    "int_helper_names",
+    "vector_math_source",
+]
 
-SCALAR_PRELUDE = r"""#include <stdint.h>
+SCALAR_PRELUDE = r"""#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stdint.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <math.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* Integer division and remainder with NumPy's results: 0 for a zero divisor, wrap-around for
    MIN / -1. kiln_div/kiln_mod truncate (C), kiln_floordiv/kiln_floormod round down (Python). */
@@ -154,21 +166,54 @@ static inline double kiln_sigmoidd(double x) {
   double e = exp(x);
   return e / (1.0 + e);
 }
-
-/* Thread count used by every parallel loop (0: the OpenMP default). */
-extern int32_t kiln__num_threads;
-static inline int kiln_threads(void) {
-#ifdef _OPENMP
-  return kiln__num_threads > 0 ? kiln__num_threads : omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
 """
 
+# erf on |x| in [k/2, (k+1)/2), k = 0..7 (columns): the interval's centre, c0, b and the
+# coefficients s0..s6 of kiln_verf (rows, in that order), fitted for this file.
+_ERF_TABLE: tuple[tuple[float, ...], ...] = (
+    (0, 0.75, 1.25, 1.75, 2.25, 2.75, 3.25, 3.75),  # centre
+    (0, 0.711155653, 0.92290014, 0.986671686, 0.998537302, 0.999899387, 0.999995708, 0.999999881),  # c0
+    (1, 0, 0, 0, 0, 0, 0, 0),  # b
+    (0.128379181, 0.642931104, 0.236521125, 0.0527749956,
+     0.00714231934, 0.00058627734, 2.9189001e-05, 8.81426217e-07),  # s0
+    (-1.6232824e-06, -0.482198179, -0.295651734, -0.092356205,
+     -0.0160701573, -0.00161226734, -9.48693269e-05, -3.30607054e-06),  # s1
+    (-0.376076341, 0.0267879069, 0.167536095, 0.0901574269,
+     0.0217244923, 0.00276037655, 0.000195813991, 7.9706615e-06),  # s2
+    (-0.000574062578, 0.150675893, -0.00613199174, -0.0481054932,
+     -0.0190882534, -0.00325771305, -0.000286169554, -1.37854267e-05),  # s3
+    (0.115914568, -0.053202793, -0.0471930839, 0.00661715167,
+     0.0106606977, 0.00275641214, 0.000313585449, 1.83193752e-05),  # s4
+    (-0.00807157438, -0.0265856516, 0.0205972735, 0.00904917624,
+     -0.00277959299, -0.00166782201, -0.000273757032, -2.06922396e-05),  # s5
+    (-0.0179326236, 0.0177543275, 0.00380483782, -0.0059209452,
+     -0.000727365899, 0.000634701864, 0.000173993161, 1.72423934e-05),  # s6
+)
+
+
+def c_float(value: float) -> str:
+    """A float32 C literal that reads back as ``value`` rounded to float32."""
+    text = f"{value:.9g}"
+    return text + ("f" if "e" in text or "." in text else ".0f")
+
+
+def _erf_table_source() -> str:
+    """``kiln_erf_tab``: each row twice, so that 16-lane vectors index it directly."""
+    rows = []
+    for row in _ERF_TABLE:
+        values = [c_float(v) for v in row]
+        rows.append("  {" + ", ".join(values) + ",\n   " + ", ".join(values) + "},")
+    head = f"static const float kiln_erf_tab[{len(rows)}][16] __attribute__((aligned(64))) = {{"
+    return "\n" + head + "\n" + "\n".join(rows) + "\n};\n"
+
+
+VECTOR_MATH_TABLES = _erf_table_source()
+
 # float32 vector math for one vector width; {V} float vector type, {I} int32 vector type,
-# {S} the suffix naming the width (e.g. f32x8). Masks are {I} values (-1 true, 0 false).
-VECTOR_MATH_TEMPLATE = r"""
+# {S} the suffix naming the width (e.g. f32x8), {L} the lanes. Masks are {I} values (-1 true,
+# 0 false). Sections between "#if KILN_AVX512" and "#endif" use AVX-512 intrinsics ({P} the
+# intrinsic prefix, {M} the intrinsic vector type) and are kept only for widths AVX-512 has.
+_VECTOR_MATH_TEMPLATE = r"""
 static inline {V} kiln_vsel_{S}({I} m, {V} a, {V} b) {
   return ({V})((({I})a & m) | (({I})b & ~m));
 }
@@ -178,11 +223,18 @@ static inline {V} kiln_vcopysign_{S}({V} mag, {V} sgn) {
 }
 static inline {V} kiln_vexp_{S}({V} x) {
   /* Clamped to [-104, 88.73] the result still underflows to 0 / overflows to inf by itself;
-     NaN passes the clamp and stays NaN. */
+     NaN passes the clamp and stays NaN. n = round(x / ln 2), r = x - n ln 2 (Cody-Waite). */
+#if KILN_AVX512
+  {M} xc = {P}_min_ps({P}_set1_ps(88.73f), {P}_max_ps({P}_set1_ps(-104.0f), ({M})x));
+  {V} n = ({V}){P}_roundscale_ps({P}_mul_ps(xc, {P}_set1_ps(1.44269502f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  {V} r = ({V})xc - n * 0.693359375f;
+#else
   const {V} hi = ({V}){} + 88.73f, lo = ({V}){} - 104.0f;
   {V} xc = kiln_vsel_{S}(x > hi, hi, kiln_vsel_{S}(x < lo, lo, x));
   {V} n = (xc * 1.44269502f + 12582912.0f) - 12582912.0f;
   {V} r = xc - n * 0.693359375f;
+#endif
   r = r + n * 2.12194440e-4f;
   {V} p = ({V}){} + 0.001390127f;
   p = p * r + 0.00836314075f;
@@ -190,10 +242,14 @@ static inline {V} kiln_vexp_{S}({V} x) {
   p = p * r + 0.166665778f;
   p = p * r + 0.5f;
   p = (p * r) * r + r + 1.0f;
+#if KILN_AVX512
+  return ({V}){P}_scalef_ps(({M})p, ({M})n);  /* p * 2^n, one rounding, subnormals included */
+#else
   {I} k = __builtin_convertvector(n, {I});
   {I} k1 = k >> 1, k2 = k - k1;
   p = p * ({V})((k1 + 127) << 23);
   return p * ({V})((k2 + 127) << 23);
+#endif
 }
 static inline {V} kiln_vtanh_{S}({V} x) {
   {V} ax = kiln_vabs_{S}(x);
@@ -212,35 +268,67 @@ static inline {V} kiln_vsigmoid_{S}({V} x) {
   {V} e = kiln_vexp_{S}(-kiln_vabs_{S}(x));
   return kiln_vsel_{S}(x >= 0.0f, ({V}){} + 1.0f, e) / (1.0f + e);
 }
+/* Row `row` of kiln_erf_tab at the interval of each lane (k in 0..7). */
+static inline {V} kiln_verf_lut_{S}(int row, {I} k) {
+  const float* t = kiln_erf_tab[row];
+KILN_LUT_BODY
+}
 static inline {V} kiln_verf_{S}({V} x) {
+  /* |x| in 8 intervals of 0.5 (clamped below 4, where erf rounds to 1): with t = |x| - centre,
+     erf = t * s(t) + (t * b + c0), s of degree 6; the first interval (b = 1, c0 = 0, centre 0)
+     is |x| + |x| * s(|x|), exact in relative terms near 0. NaN stays NaN (its index is 0). */
   {V} ax = kiln_vabs_{S}(x);
-  {V} x2 = x * x;
-  {V} p = ({V}){} - 9.76361662e-06f;
-  p = p * x2 + 0.000112933762f;
-  p = p * x2 - 0.000848679454f;
-  p = p * x2 + 0.00522112846f;
-  p = p * x2 - 0.0268654265f;
-  p = p * x2 + 0.112837814f;
-  p = p * x2 - 0.376126379f;
-  p = p * x2 + 0.128379166f;
-  {V} small = x + x * p;
-  {V} u = 1.0f / kiln_vsel_{S}(ax < 0.5f, ({V}){} + 1.0f, ax);
-  {V} g = ({V}){} + 0.0307113044f;
-  g = g * u - 0.17969808f;
-  g = g * u + 0.438205004f;
-  g = g * u - 0.536900759f;
-  g = g * u + 0.238293201f;
-  g = g * u + 0.230417505f;
-  g = g * u - 0.375871032f;
-  g = g * u + 0.0205375962f;
-  g = g * u + 0.561767757f;
-  g = g * u + 0.00012108995f;
-  {V} big = 1.0f - kiln_vexp_{S}(-(ax * ax)) * g;
-  big = kiln_vsel_{S}(ax >= 4.0f, ({V}){} + 1.0f, big);
-  big = kiln_vcopysign_{S}(big, x);
-  return kiln_vsel_{S}(ax < 1.0f, small, big);
+  ax = kiln_vsel_{S}(ax > 3.99999976f, ({V}){} + 3.99999976f, ax);
+  {I} k = __builtin_convertvector(ax * 2.0f, {I}) & 7;
+  {V} t = ax - kiln_verf_lut_{S}(0, k);
+  {V} s = kiln_verf_lut_{S}(9, k);
+  s = s * t + kiln_verf_lut_{S}(8, k);
+  s = s * t + kiln_verf_lut_{S}(7, k);
+  s = s * t + kiln_verf_lut_{S}(6, k);
+  s = s * t + kiln_verf_lut_{S}(5, k);
+  s = s * t + kiln_verf_lut_{S}(4, k);
+  s = s * t + kiln_verf_lut_{S}(3, k);
+  {V} base = t * kiln_verf_lut_{S}(2, k) + kiln_verf_lut_{S}(1, k);
+  return kiln_vcopysign_{S}(t * s + base, x);
 }
 """
+
+_AVX512 = {16: ("defined(__AVX512F__)", "_mm512", "__m512"),
+           8: ("defined(__AVX512F__) && defined(__AVX512VL__)", "_mm256", "__m256"),
+           4: ("defined(__AVX512F__) && defined(__AVX512VL__)", "_mm", "__m128")}
+
+
+_LUT_LOOP = "  {V} r;\n  for (int j = 0; j < {L}; ++j) r[j] = t[k[j]];\n  return r;"
+_LUT_BODIES = {
+    16: ("#if defined(__AVX512F__)\n"
+         "  return ({V})_mm512_permutexvar_ps((__m512i)k, _mm512_load_ps(t));\n"
+         "#elif defined(__GNUC__) && !defined(__clang__)\n"
+         "  {V} tv;\n  __builtin_memcpy(&tv, t, sizeof(tv));\n  return __builtin_shuffle(tv, k);\n"
+         "#else\n" + _LUT_LOOP + "\n#endif"),
+    8: ("#if defined(__AVX2__)\n"
+        "  return ({V})_mm256_permutevar8x32_ps(_mm256_load_ps(t), (__m256i)k);\n"
+        "#elif defined(__GNUC__) && !defined(__clang__)\n"
+        "  {V} tv;\n  __builtin_memcpy(&tv, t, sizeof(tv));\n  return __builtin_shuffle(tv, k);\n"
+        "#else\n" + _LUT_LOOP + "\n#endif"),
+    4: ("#if defined(__GNUC__) && !defined(__clang__)\n"
+        "  {V} lo, hi;\n  __builtin_memcpy(&lo, t, sizeof(lo));\n"
+        "  __builtin_memcpy(&hi, t + 4, sizeof(hi));\n  return __builtin_shuffle(lo, hi, k);\n"
+        "#else\n" + _LUT_LOOP + "\n#endif"),
+}
+
+
+def vector_math_source(lanes: int) -> str:
+    """The float32 vector math functions for vectors of ``lanes`` lanes.
+
+    They need the ``kiln_f32x<lanes>`` and ``kiln_i32x<lanes>`` typedefs, :data:`VECTOR_MATH_TABLES`
+    and (for the AVX-512 sections) ``<immintrin.h>`` before them.
+    """
+    cond, prefix, mtype = _AVX512.get(lanes, ("0", "", ""))
+    text = _VECTOR_MATH_TEMPLATE.replace("KILN_LUT_BODY", _LUT_BODIES.get(lanes, _LUT_LOOP))
+    text = text.replace("KILN_AVX512", cond).replace("{P}", prefix).replace("{M}", mtype)
+    return text.replace("{V}", f"kiln_f32x{lanes}").replace("{I}", f"kiln_i32x{lanes}") \
+        .replace("{S}", f"f32x{lanes}").replace("{L}", str(lanes))
+
 
 # Integer dtypes with helper functions in the prelude, by the suffix the helpers use.
 _INT_SUFFIX = {

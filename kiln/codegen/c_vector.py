@@ -7,24 +7,17 @@ broadcast) or gathered lane by lane; arithmetic, comparisons (as lane masks), se
 map to vector operations; float32 ``exp``/``tanh``/``sigmoid``/``erf`` use the vector
 approximations of :mod:`kiln.codegen.c_prelude`; other operations run lane by lane. A loop whose
 body is guarded by bounds checks that are linear in the loop variable (the tail of a split that
-does not divide) runs the vector code when the check holds at the first and last lane and a
-scalar loop otherwise. Anything else (nested loops, float16, stores that do not move with the
-loop) falls back to a scalar loop.
+does not divide) runs the plain vector code when the check holds at the first and last lane
+(then it holds at every lane), and otherwise the same vector code under a lane mask: masked
+loads and stores (:mod:`kiln.codegen.c_masked`) touch only the lanes inside the data, register
+tiles keep their old value in the other lanes, and lane-by-lane operations skip them. A check
+that is false at a lane whatever the outer loops (more lanes than the data has) makes every
+iteration masked. Anything else (nested loops, float16, stores that do not move with the loop)
+falls back to a scalar loop.
 
-Register tiles
---------------
-An intermediate buffer (typically a ``cache_write`` accumulator computed at a loop of its
-consumer) is held in vector-typed local variables instead of memory when :func:`register_lanes`
-accepts it: its size is a multiple of the vector width, and every access lies in a vectorized
-loop of that width, at an index whose lane part is the vector loop variable (coefficient 1) and
-whose other parts are constants or variables of *unrolled* loops inside the allocation, all
-multiples of the width. The code generator then declares ``kiln_f32x16 acc_0, acc_1, ...;``,
-expands the unrolled loops that touch the buffer (so every index is a constant) and prints each
-access as one of those variables (``acc_3``; ``acc_3[k]`` for a single lane), which the C
-compiler keeps in registers. A schedule gets this by computing the accumulator at an outer loop
-and ordering its loops ``..., reduction loops, unrolled register-tile loops, vectorized lanes``;
-stages computed at the same loop afterwards (bias, activation, residual add) read the variables
-and store the result once.
+Buffers held in vector variables (register tiles, :mod:`kiln.codegen.c_registers`) are read
+and written as whole vectors; :mod:`kiln.codegen.c_reduce` reuses :class:`VectorBody` for the
+lane combine of reductions.
 """
 
 from __future__ import annotations
@@ -32,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kiln.errors import CompileError
+from kiln.codegen.c_registers import own_exprs, register_vector
 from kiln.te import expr as E
 from kiln.te.expr import PrimExpr, Var, const
 from kiln.te.loop_ir import (
@@ -52,18 +45,7 @@ from kiln.te.visit import children, post_order, rebuild, substitute
 if TYPE_CHECKING:
     from kiln.codegen.c_codegen import CCodegen
 
-__all__ = [
-    "MAX_REGISTER_VECTORS",
-    "emit_vector_loop",
-    "register_element",
-    "register_lanes",
-    "register_indices",
-    "register_vector",
-]
-
-# A buffer held in vector variables has at most this many of them (beyond the machine's
-# registers the C compiler spills to the stack, which is still cheaper than an array in memory).
-MAX_REGISTER_VECTORS = 64
+__all__ = ["VectorBody", "emit_vector_loop", "vector_supported"]
 
 _VECTOR_MATH = ("exp", "tanh", "sigmoid", "erf")
 _MASK_DTYPE = {8: "int8", 16: "int16", 32: "int32", 64: "int64"}
@@ -83,32 +65,40 @@ def _bits(dtype: str) -> int:
     return 8 if dtype == "bool" else E.dtype_bits(dtype)
 
 
+def _is_const(e: PrimExpr, value: bool) -> bool:
+    return isinstance(e, E.IntImm) and bool(e.value) == value
+
+
+def _conjuncts(e: PrimExpr) -> list[PrimExpr]:
+    if isinstance(e, E.And):
+        return _conjuncts(e.a) + _conjuncts(e.b)
+    return [e]
+
+
+def _all_of(conds: list[PrimExpr]) -> PrimExpr:
+    out = conds[0]
+    for c in conds[1:]:
+        out = E.logical_and(out, c)
+    return out
+
+
 def emit_vector_loop(cg: CCodegen, loop: For) -> bool:
     """Emit ``loop`` as vector code; ``False`` (nothing emitted) when it does not qualify."""
     lanes = loop.extent
     if lanes < 2 or lanes & (lanes - 1) or lanes > 64:
         return False
     guard, body = _peel_guard(cg, loop)
-    if not _supported(cg, loop, body, lanes):
+    if not vector_supported(cg, loop, body, lanes):
         return False
     v = loop.var
     name = cg.var_name(v)
     start = len(cg._f.lines)
     cg.emit(f"{{  /* {name}: {lanes} lanes */")
     cg._f.indent += 1
-    if guard is not None:
-        ends = [cg.simp.simplify(substitute(guard, {v: const(k)})) for k in (0, lanes - 1)]
-        checks = [f"({cg.cond(c)})" for c in ends if not isinstance(c, E.IntImm)]
-        cg.emit(f"if ({' && '.join(checks) or '1'}) {{")
-        cg._f.indent += 1
-    _VectorBody(cg, v, lanes).stmt(body)
-    if guard is not None:
-        cg._f.indent -= 1
-        cg.emit("} else {")
-        cg._f.indent += 1
-        cg.stmt(For(v, lanes, "serial", loop.body))
-        cg._f.indent -= 1
-        cg.emit("}")
+    if guard is None:
+        VectorBody(cg, v, lanes).emit(body)
+    else:
+        _guarded(cg, v, lanes, guard, body)
     cg._f.indent -= 1
     cg.emit("}")
     lines = cg._f.lines
@@ -116,6 +106,37 @@ def emit_vector_loop(cg: CCodegen, loop: For) -> bool:
         # a single assignment (a register tile update, say) needs no block of its own
         lines[start:] = [lines[start + 1][2:]]
     return True
+
+
+def _guarded(cg: CCodegen, v: Var, lanes: int, guard: PrimExpr, body: Stmt) -> None:
+    """A guarded vector body: plain vector code when every lane passes the check, else masked."""
+    uniform = [c for c in _conjuncts(guard) if v not in _vars(c) and not _is_const(c, True)]
+    varying = _all_of([c for c in _conjuncts(guard) if v in _vars(c)])
+    if any(_is_const(c, False) for c in uniform):
+        return  # never runs (a copy of an unrolled loop past the data)
+    if uniform:
+        cg.emit(f"if ({cg.cond(_all_of(uniform))}) {{")
+        cg._f.indent += 1
+    # the lane check is linear in v: it holds at every lane iff it holds at both ends
+    ends = [cg.simp.simplify(substitute(varying, {v: const(k)})) for k in (0, lanes - 1)]
+    if any(_is_const(c, False) for c in ends):
+        VectorBody(cg, v, lanes, varying).emit(body)
+    elif all(_is_const(c, True) for c in ends):
+        VectorBody(cg, v, lanes).emit(body)
+    else:
+        checks = [f"({cg.cond(c)})" for c in ends if not isinstance(c, E.IntImm)]
+        cg.emit(f"if ({' && '.join(checks)}) {{")
+        cg._f.indent += 1
+        VectorBody(cg, v, lanes).emit(body)
+        cg._f.indent -= 1
+        cg.emit("} else {")
+        cg._f.indent += 1
+        VectorBody(cg, v, lanes, varying).emit(body)
+        cg._f.indent -= 1
+        cg.emit("}")
+    if uniform:
+        cg._f.indent -= 1
+        cg.emit("}")
 
 
 def _peel_guard(cg: CCodegen, loop: For) -> tuple[PrimExpr | None, Stmt]:
@@ -196,7 +217,8 @@ def _value_nodes(e: PrimExpr, v: Var) -> list[PrimExpr]:
     return out
 
 
-def _supported(cg: CCodegen, loop: For, body: Stmt, lanes: int) -> bool:
+def vector_supported(cg: CCodegen, loop: For, body: Stmt, lanes: int) -> bool:
+    """Whether ``body`` (of ``loop``, minus its peeled guard) can be emitted as vector code."""
     v = loop.var
     stores: dict[int, list[PrimExpr]] = {}
     exprs: list[PrimExpr] = []
@@ -232,15 +254,64 @@ def _supported(cg: CCodegen, loop: For, body: Stmt, lanes: int) -> bool:
     return all(_bits(n.dtype) * lanes <= 8 * 256 for e in exprs for n in post_order(e))
 
 
-class _VectorBody:
-    """Emits the statements of a vector loop body."""
+class VectorBody:
+    """Emits the statements of a vector loop body (under a lane mask when ``mask`` is given:
+    a condition true at the lanes to compute).
 
-    def __init__(self, cg: CCodegen, v: Var, lanes: int):
+    Parameters
+    ----------
+    cg : CCodegen
+        The generator, positioned where the code goes.
+    v : Var
+        The lane variable.
+    lanes : int
+        The vector length (a power of two).
+    mask : PrimExpr, optional
+        A condition linear in ``v``: lanes where it is false are neither loaded nor stored.
+    """
+
+    def __init__(self, cg: CCodegen, v: Var, lanes: int, mask: PrimExpr | None = None):
         self.cg = cg
         self.v = v
         self.lanes = lanes
         self.env: dict[int, _VVal] = {}
         self.memo: dict[object, tuple[PrimExpr, _VVal]] = {}
+        self.mask = mask
+        self.masks: dict[int, str] = {}  # element bits -> mask variable
+
+    def emit(self, body: Stmt) -> None:
+        """Emit ``body`` (after the lane masks it needs, when masked)."""
+        if self.mask is None:
+            self.stmt(body)
+            return
+        val = self.expr(self.mask)
+        widths = {32} | {_bits(b.dtype) for b in _memory_buffers(body, self.cg.registers)}
+        for bits in sorted(widths):  # declared up front: branches inside must see them
+            code = self.as_mask(val, bits)
+            self.masks[bits] = code if code.isidentifier() else self.temp(self.mtype(bits), code)
+        if not _reads_uniform_memory(body, self.v, self.cg.registers):
+            self.stmt(body)
+            return
+        # a load that does not move with the lanes runs only if some lane is inside
+        any_lane = self.cg.temp_name("any")
+        self.cg.emit(f"int32_t {any_lane} = 0;")
+        self.cg.emit(f"for (int k = 0; k < {self.lanes}; ++k) {any_lane} |= ({self.masks[32]}[k] "
+                     "!= 0);")
+        self.cg.emit(f"if ({any_lane}) {{")
+        self.cg._f.indent += 1
+        self.stmt(body)
+        self.cg._f.indent -= 1
+        self.cg.emit("}")
+
+    def mask_of(self, dtype: str) -> str:
+        """The lane mask variable for elements of ``dtype`` (masked bodies only)."""
+        return self.masks[_bits(dtype)]
+
+    def masked_suffix(self, dtype: str) -> str:
+        """The suffix of the masked load/store helpers for ``dtype`` vectors (registers them)."""
+        # bool data is uint8: one set of helpers for both
+        self.cg.masked_types.add(("uint8" if dtype == "bool" else dtype, self.lanes))
+        return self.vtype(dtype)[len("kiln_"):]
 
     # --- types and temporaries --------------------------------------------------------------
     def vtype(self, dtype: str) -> str:
@@ -265,12 +336,20 @@ class _VectorBody:
                 self.stmt(x)
         elif isinstance(s, Store):
             base_index = substitute(s.index, {self.v: const(0)})
-            value = self.as_vec(self.expr(s.value), s.buffer.dtype)
+            dt = s.buffer.dtype
+            value = self.as_vec(self.expr(s.value), dt)
             if id(s.buffer) in cg.registers:
-                cg.emit(f"{register_vector(cg, s.buffer, base_index)} = {value};")
+                reg = register_vector(cg, s.buffer, base_index)
+                if self.mask is not None:  # lanes outside keep their value
+                    value = self.blend(self.mask_of(dt), value, reg, dt)
+                cg.emit(f"{reg} = {value};")
+            elif self.mask is not None:
+                base = cg.expr(cg.simp.simplify(base_index))
+                cg.emit(f"kiln_mstore_{self.masked_suffix(dt)}(&{s.buffer.name}[{base}], "
+                        f"{self.mask_of(dt)}, {value});")
             else:
                 base = cg.expr(cg.simp.simplify(base_index))
-                cg.emit(f"*({self.vtype(s.buffer.dtype)}u*)&{s.buffer.name}[{base}] = {value};")
+                cg.emit(f"*({self.vtype(dt)}u*)&{s.buffer.name}[{base}] = {value};")
             self._forget_loads_of(s.buffer)
         elif isinstance(s, LetStmt):
             val = self.expr(s.value)
@@ -281,6 +360,10 @@ class _VectorBody:
             else:
                 self.env[id(s.var)] = val
             self.stmt(s.body)
+        elif isinstance(s, IfThenElse) and isinstance(s.condition, E.IntImm):
+            chosen = s.then_case if s.condition.value else s.else_case
+            if chosen is not None:  # decided already (in a copy of an unrolled loop)
+                self.stmt(chosen)
         elif isinstance(s, IfThenElse):
             cg.emit(f"if ({cg.cond(s.condition)}) {{")
             cg._f.indent += 1
@@ -400,7 +483,12 @@ class _VectorBody:
             return _VVal(register_vector(cg, e.buffer, base), "v", e.dtype)
         if coef == 1:
             base = cg.expr(cg.simp.simplify(substitute(e.index, {self.v: const(0)})))
-            return _VVal(self.temp(vt, f"*(const {vt}u*)&{e.buffer.name}[{base}]"), "v", e.dtype)
+            if self.mask is not None:
+                code = (f"kiln_mload_{self.masked_suffix(e.dtype)}(&{e.buffer.name}[{base}], "
+                        f"{self.mask_of(e.dtype)})")
+            else:
+                code = f"*(const {vt}u*)&{e.buffer.name}[{base}]"
+            return _VVal(self.temp(vt, code), "v", e.dtype)
         return self._lanewise(e)
 
     def _binary(self, e: E.Binary) -> _VVal:
@@ -539,7 +627,10 @@ class _VectorBody:
             for var in vectors:  # a vector let variable reads as its lane
                 names[id(var)] = f"{self.env[id(var)].code}[{k}]"
             lane = cg.simp.simplify(substitute(e, {self.v: const(k)}))
-            lanes.append(cg.expr(lane))
+            text = cg.expr(lane)
+            if self.mask is not None:  # a lane outside the data computes (and loads) nothing
+                text = f"({self.masks[32]}[{k}] ? {text} : 0)"
+            lanes.append(text)
         for key, old in saved.items():
             if old is None:
                 names.pop(key, None)
@@ -551,120 +642,26 @@ class _VectorBody:
 
 
 
-# --- register tiles ------------------------------------------------------------------------------
-
-def register_lanes(alloc: Allocate, cg: CCodegen) -> int:
-    """Lanes per vector variable if ``alloc``'s buffer can live in vector variables, else 0.
-
-    Parameters
-    ----------
-    alloc : Allocate
-        The allocation (its body holds every access to the buffer).
-    cg : CCodegen
-        The generator (its simplifier knows the loop ranges).
-
-    Returns
-    -------
-    int
-        The extent of the vectorized loops around the accesses (a power of two), or 0 when some
-        access does not fit the pattern described in the module docstring.
-    """
-    buf = alloc.buffer
-    if buf.kind != "temp" or buf.dtype in ("float16", "bool") or buf.size == 0:
-        return 0
-    lanes = 0
-    stack: list[tuple[Stmt, tuple[For, ...]]] = [(alloc.body, ())]
-    while stack:
-        s, loops = stack.pop()
-        accesses = [n.index for e in _own_exprs(s) for n in post_order(e)
-                    if isinstance(n, BufferLoad) and n.buffer is buf]
-        if isinstance(s, Store) and s.buffer is buf:
-            accesses.append(s.index)
-        for index in accesses:
-            if not loops or loops[-1].kind != "vectorized":
-                return 0
-            width = loops[-1].extent
-            if lanes == 0:
-                lanes = width
-                if lanes < 2 or lanes & (lanes - 1) or lanes > 64 or buf.size % lanes \
-                        or buf.size // lanes > MAX_REGISTER_VECTORS:
-                    return 0
-            if width != lanes or not _tile_index(cg, index, loops, lanes):
-                return 0
-        if isinstance(s, For):
-            stack.append((s.body, (*loops, s)))
-        elif isinstance(s, (LetStmt, Allocate)):
-            stack.append((s.body, loops))
-        elif isinstance(s, IfThenElse):
-            stack.append((s.then_case, loops))
-            if s.else_case is not None:
-                stack.append((s.else_case, loops))
-        elif isinstance(s, Seq):
-            stack.extend((x, loops) for x in s.stmts)
-    return lanes
-
-
-def _own_exprs(s: Stmt) -> list[PrimExpr]:
-    """Expressions of ``s`` itself (not of the statements it contains)."""
-    if isinstance(s, Store):
-        return [s.index, s.value]
-    if isinstance(s, (LetStmt, Evaluate)):
-        return [s.value]
-    if isinstance(s, IfThenElse):
-        return [s.condition]
-    return []
-
-
-def _tile_index(cg: CCodegen, index: PrimExpr, loops: tuple[For, ...], lanes: int) -> bool:
-    """Whether ``index`` is ``lane + multiples of lanes`` of unrolled loops and constants."""
-    lane = loops[-1].var
-    unrolled = {id(loop.var) for loop in loops[:-1] if loop.kind == "unrolled"}
-    lin = cg.simp.linear(cg.simp.simplify(index))
-    if lin.const % lanes:
-        return False
-    has_lane = False
-    for coef, atom in lin.terms.values():
-        if atom is lane and coef == 1:
-            has_lane = True
-        elif not (isinstance(atom, Var) and id(atom) in unrolled and coef % lanes == 0):
-            return False
-    return has_lane
-
-
-def register_indices(s: Stmt, registers: dict[int, tuple[int, str]]) -> list[PrimExpr] | None:
-    """The indices at which ``s`` reads or writes buffers held in vector variables (``None``
-    when it touches none)."""
-    found: list[PrimExpr] = []
-    touched = False
-    for x in walk_stmts(s):
-        if isinstance(x, Store) and id(x.buffer) in registers:
-            touched = True
-            found.append(x.index)
-        for e in _own_exprs(x):
+def _memory_buffers(body: Stmt, registers: dict[int, tuple[int, str]]) -> list:
+    """Buffers in memory (not register tiles) that ``body`` loads or stores."""
+    found: dict[int, object] = {}
+    for s in walk_stmts(body):
+        if isinstance(s, Store) and id(s.buffer) not in registers:
+            found[id(s.buffer)] = s.buffer
+        for e in own_exprs(s):
             for n in post_order(e):
-                if isinstance(n, BufferLoad) and id(n.buffer) in registers:
-                    touched = True
-                    found.append(n.index)
-    return found if touched else None
+                if isinstance(n, BufferLoad) and id(n.buffer) not in registers:
+                    found[id(n.buffer)] = n.buffer
+    return list(found.values())
 
 
-def _register_split(cg: CCodegen, buffer: object, index: PrimExpr) -> tuple[str, PrimExpr]:
-    lanes, name = cg.registers[id(buffer)]
-    idx = cg.simp.simplify(index)
-    block = cg.simp.linear(idx).const // lanes
-    return f"{name}_{block}", cg.simp.simplify(idx - block * lanes)
-
-
-def register_vector(cg: CCodegen, buffer: object, base: PrimExpr) -> str:
-    """The vector variable holding the lanes that start at ``base`` (a constant index)."""
-    name, rest = _register_split(cg, buffer, base)
-    if not (isinstance(rest, E.IntImm) and rest.value == 0):
-        raise CompileError(f"register tile {name}: index {base} is not a constant multiple of "
-                           "the vector width (unroll the loops that index it)")
-    return name
-
-
-def register_element(cg: CCodegen, buffer: object, index: PrimExpr) -> str:
-    """One lane of a vector variable: ``name_k[lane]`` for element ``index``."""
-    name, rest = _register_split(cg, buffer, index)
-    return f"{name}[{cg.expr(rest)}]"
+def _reads_uniform_memory(body: Stmt, v: Var, registers: dict[int, tuple[int, str]]) -> bool:
+    """Whether ``body`` loads a kernel argument at an index that does not depend on the lane
+    (intermediate buffers cover every index their loop nest can form, guarded or not)."""
+    for s in walk_stmts(body):
+        for e in own_exprs(s):
+            for n in post_order(e):
+                if isinstance(n, BufferLoad) and id(n.buffer) not in registers \
+                        and n.buffer.kind in ("input", "output") and v not in _vars(n.index):
+                    return True
+    return False

@@ -1,10 +1,12 @@
 """The C compiler driver: shared libraries from C sources, and a content-addressed compile cache.
 
 Every command runs the compiler named by ``settings.cc`` (``CC``, default ``cc``) with
-``-O3 -march=native -fopenmp -fPIC -std=c99``; ``-fopenmp`` is dropped, once and for the rest of
-the process (and remembered in the cache directory), when the compiler cannot build an OpenMP
-shared library. Failures raise :class:`~kiln.errors.CompileError` holding the whole command line
-and the compiler's stderr.
+``-O3 -march=native -fPIC -std=c99 -pthread -fopenmp-simd``. Generated kernels run their parallel
+loops on their own thread pool (pthreads, see :mod:`kiln.codegen.c_runtime`), so libraries do
+not link an OpenMP runtime; ``-fopenmp-simd`` only lets the compiler honour ``#pragma omp simd``
+and is dropped, once and for the rest of the process (and remembered in the cache directory),
+when the compiler does not accept it. Failures raise :class:`~kiln.errors.CompileError` holding
+the whole command line and the compiler's stderr.
 
 :func:`compile_cached` keys each library by a SHA-256 of the source, the flags, the compiler
 command and its version. Each entry is three files side by side in ``settings.cache_dir/compile``:
@@ -46,12 +48,12 @@ __all__ = [
     "compile_shared",
     "compiler_flags",
     "compiler_version",
-    "openmp_supported",
     "prune_cache",
+    "simd_pragmas_supported",
 ]
 
-BASE_FLAGS: tuple[str, ...] = ("-O3", "-march=native", "-fPIC", "-std=c99")
-OPENMP_FLAG = "-fopenmp"
+BASE_FLAGS: tuple[str, ...] = ("-O3", "-march=native", "-fPIC", "-std=c99", "-pthread")
+SIMD_FLAG = "-fopenmp-simd"
 LINK_LIBS: tuple[str, ...] = ("-lm",)
 BLOB_SYMBOL = "__tvm_dev_mblob"
 _SUFFIXES = (".so", ".o", ".c")
@@ -59,7 +61,7 @@ _SUFFIXES = (".so", ".o", ".c")
 log = logging.getLogger(__name__)
 
 _versions: dict[str, str] = {}
-_openmp: dict[str, bool] = {}
+_simd: dict[str, bool] = {}
 _stats = {"compiles": 0, "hits": 0}
 
 
@@ -104,43 +106,44 @@ def _memo_path(kind: str, ident: str) -> Path:
     return Path(settings.cache_dir) / "compile" / f"{kind}-{digest}.txt"
 
 
-def openmp_supported() -> bool:
-    """Whether the compiler builds OpenMP shared libraries (probed once, then remembered)."""
+def simd_pragmas_supported() -> bool:
+    """Whether the compiler accepts ``-fopenmp-simd`` (probed once, then remembered)."""
     ident = f"{settings.cc}\0{compiler_version()}"
-    if ident in _openmp:
-        return _openmp[ident]
-    memo = _memo_path("openmp", ident)
+    if ident in _simd:
+        return _simd[ident]
+    memo = _memo_path("openmp-simd", ident)
     try:
-        _openmp[ident] = memo.read_text().strip() == "1"
-        return _openmp[ident]
+        _simd[ident] = memo.read_text().strip() == "1"
+        return _simd[ident]
     except OSError:
         pass
-    probe = "#include <omp.h>\nint kiln_openmp_probe(void) { return omp_get_max_threads(); }\n"
-    with tempfile.TemporaryDirectory(prefix="kiln-omp-") as tmp:
+    probe = ("void kiln_simd_probe(float* x, int n) {\n"
+             "#pragma omp simd\n  for (int i = 0; i < n; ++i) x[i] += 1.0f;\n}\n")
+    with tempfile.TemporaryDirectory(prefix="kiln-simd-") as tmp:
         src = Path(tmp) / "probe.c"
         src.write_text(probe)
-        cmd = [*_cc(), *BASE_FLAGS, OPENMP_FLAG, "-shared", str(src), "-o", str(Path(tmp) / "p.so")]
+        cmd = [*_cc(), *BASE_FLAGS, SIMD_FLAG, "-c", str(src), "-o", str(Path(tmp) / "p.o")]
         try:
-            _run(cmd, "probing OpenMP support")
+            _run(cmd, "probing -fopenmp-simd")
             ok = True
         except CompileError as e:
-            log.info("the C compiler cannot use OpenMP; kernels will run on one thread (%s)", e)
+            log.info("the C compiler does not take %s; simd pragmas are ignored (%s)", SIMD_FLAG, e)
             ok = False
-    _openmp[ident] = ok
+    _simd[ident] = ok
     _atomic_write(memo, b"1" if ok else b"0")
     return ok
 
 
 def compiler_flags(extra_flags: Sequence[str] = ()) -> list[str]:
-    """Compile flags: the base set, ``-fopenmp`` when it works, then ``extra_flags``."""
+    """Compile flags: the base set, ``-fopenmp-simd`` when it works, then ``extra_flags``."""
     flags = list(BASE_FLAGS)
-    if openmp_supported():
-        flags.append(OPENMP_FLAG)
+    if simd_pragmas_supported():
+        flags.append(SIMD_FLAG)
     return flags + list(extra_flags)
 
 
 def _link_flags() -> list[str]:
-    return ["-shared", *([OPENMP_FLAG] if openmp_supported() else [])]
+    return ["-shared", "-pthread"]
 
 
 # --- embedding a blob ------------------------------------------------------------------------
@@ -387,7 +390,7 @@ def cache_info() -> CacheInfo:
 
 
 def clear_cache() -> int:
-    """Delete every cached library (and the OpenMP memo); returns the number of files removed."""
+    """Delete every cached library (and the compiler probe memos); returns the files removed."""
     removed = 0
     folder = _cache_dir()
     if folder.is_dir():
@@ -395,7 +398,7 @@ def clear_cache() -> int:
             if p.is_file():
                 p.unlink(missing_ok=True)
                 removed += 1
-    _openmp.clear()
+    _simd.clear()
     return removed
 
 

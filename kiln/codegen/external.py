@@ -20,6 +20,7 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from math import prod
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +32,9 @@ from kiln.ir.visitor import post_order, rewrite
 from kiln.runtime.module import Kernel, KernelLibrary, Signature, check_args
 from kiln.transform.external_target import UNAVAILABLE_TARGETS
 from kiln.transform.infer_type import infer_expr_type
+
+if TYPE_CHECKING:
+    from kiln.runtime.native import PlanEntry
 
 __all__ = [
     "EXTERNAL_C_FLAGS",
@@ -217,6 +221,16 @@ class _ExternalKernel(Kernel):
     def bind(self, arrays: Sequence[np.ndarray]) -> Callable[[], None]:
         check_args(self.name, arrays, self.info.signature)
         return self.native.bind([*arrays, *self.info.constants])
+
+    def plan_entry(self, arrays: Sequence[np.ndarray]) -> PlanEntry | None:
+        """The region kernel bound to ``arrays`` (and its constants) as a run-plan step, or None
+        when its code is not a compiled kernel."""
+        from kiln.runtime.native import NativeKernel
+
+        check_args(self.name, arrays, self.info.signature)
+        if not isinstance(self.native, NativeKernel):
+            return None
+        return self.native.plan_entry([*arrays, *self.info.constants])
 
 
 class ExternalLibrary(KernelLibrary):

@@ -234,8 +234,9 @@ def _check_result(what: str, result: Any, out_type: Type) -> None:
                                f"{ty.dtype}{list(ty.shape)}")
 
 
-# Names the generated translation unit already uses (C library, libm, OpenMP, Kiln's prelude).
+# Names the generated translation unit already uses (C library, libm, pthreads, Kiln's prelude).
 _RESERVED = {
+    "clock_gettime", "sysconf", "memcpy", "sigfillset",
     "abs", "abort", "calloc", "exit", "free", "main", "malloc", "realloc", "div", "ldiv",
     "copysign", "copysignf", "fmax", "fmin", "fmaxf", "fminf", "nan", "nanf", "hypot", "cbrt",
     "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "tanh", "erf", "erfc",
@@ -249,7 +250,8 @@ def _check_kernel_name(name: str) -> None:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise CompileError(f"kernel name {name!r} is not a C identifier")
     base = name[:-1] if name.endswith(("f", "l")) and name[:-1] in _RESERVED else name
-    if base in _RESERVED or name.startswith(("kiln_", "omp_", "__")):
+    if base in _RESERVED or name.startswith(("kiln_", "omp_", "__", "pthread_", "sched_")) \
+            or "__par" in name:  # <kernel>__par<k> are the chunk functions of parallel loops
         raise CompileError(f"kernel name {name!r} clashes with a C library or Kiln runtime name; "
                            "choose another func_name")
 

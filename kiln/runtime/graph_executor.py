@@ -3,10 +3,12 @@
 Memory follows the graph's plan: one buffer per ``storage_id``, sized by its largest entry, and
 every entry (node output) a typed view into its buffer; ``__nop`` nodes (reshapes) make their
 output a view of their input and run nothing. At creation every node's kernel is looked up and
-bound to its argument views once, so :meth:`GraphExecutor.run` is a plain loop of calls: no
-allocation, lookup or shape check happens per run. Checks happen where data comes in
-(:meth:`~GraphExecutor.set_input`, :meth:`~GraphExecutor.load_params`), and a kernel never sees an
-array of another shape than the graph says.
+bound to its argument views once, so :meth:`GraphExecutor.run` does no allocation, lookup or
+shape check per run: when every kernel is compiled code it is one call of the library's
+``kiln_run_plan`` (a C loop over function pointers and argument arrays into the storage plan,
+see :class:`~kiln.runtime.native.RunPlan`), otherwise a Python loop of bound calls. Checks happen
+where data comes in (:meth:`~GraphExecutor.set_input`, :meth:`~GraphExecutor.load_params`), and a
+kernel never sees an array of another shape than the graph says.
 
 :class:`GraphExecutor` is the runtime module (``lib["default"](dev)``); :class:`GraphModule` is
 TVM's Python wrapper around it (``graph_executor.GraphModule``). A debugger subclasses
@@ -25,6 +27,7 @@ from kiln.errors import KilnError
 from kiln.ir.types import np_dtype
 from kiln.runtime.graph_json import GraphJSON, Node, parse_graph_json
 from kiln.runtime.module import KernelError, Module
+from kiln.runtime.native import RunPlan
 from kiln.runtime.ndarray import Device, NDArray, cpu
 from kiln.runtime.params import load_param_dict
 from kiln.runtime.profiling import BenchmarkResult, time_function
@@ -78,6 +81,10 @@ class GraphExecutor(Module):
         Node ids that run a kernel, in execution order (null and ``__nop`` nodes excluded).
     param_names : set of str
         Inputs set as params (by ``load_params``, ``share_params`` or a factory).
+    use_run_plan : bool
+        Run the graph with one C call when every kernel is compiled (default True); False
+        calls the kernels one by one from Python (what subclasses that hook
+        :meth:`run_node` always do).
     """
 
     type_key = "GraphExecutor"
@@ -99,10 +106,12 @@ class GraphExecutor(Module):
         self._execs: list[Callable[[], None] | None] = []
         self.op_nodes = [nid for nid, n in enumerate(self.graph.nodes)
                          if not n.is_input and n.func_name != "__nop"]
-        self._build_views()
-        self._bind()
+        self._plan: RunPlan | None = None
+        self.use_run_plan = True
         # run() may skip the per-node method call unless a subclass hooks run_node
         self._fast = type(self).run_node is GraphExecutor.run_node
+        self._build_views()
+        self._bind()
 
     # --- setup ---------------------------------------------------------------------------------
     def _find_kernels(self) -> dict[str, Any]:
@@ -165,6 +174,25 @@ class GraphExecutor(Module):
                 raise KernelError(f"graph node {nid} ({node.name!r}): {e}") from None
         self._execs = execs
         self._run_list = [execs[nid] for nid in self.op_nodes]
+        self._plan = self._make_plan() if self._fast else None
+
+    def _make_plan(self) -> RunPlan | None:
+        """The compiled kernels as one run plan, or None when a node's kernel is not compiled
+        code (a NumPy or Python kernel) or no library exports the runner."""
+        entries = []
+        for nid in self.op_nodes:
+            kernel = self._kernels[self.graph.nodes[nid].func_name]
+            make = getattr(kernel, "plan_entry", None)
+            entry = make(self.node_inputs(nid) + self.node_outputs(nid)) if make else None
+            if entry is None:
+                return None
+            entries.append(entry)
+        return RunPlan.create(entries) if entries else None
+
+    @property
+    def run_plan_active(self) -> bool:
+        """Whether :meth:`run` is one C call (see :attr:`use_run_plan`)."""
+        return self._plan is not None and self.use_run_plan
 
     # --- structure (for debuggers) -------------------------------------------------------------
     @property
@@ -214,10 +242,24 @@ class GraphExecutor(Module):
             call()
 
     def run(self, **inputs: Any) -> None:
-        """Set ``inputs`` (by name), then run every node in order."""
+        """Set ``inputs`` (by name), then run every node in order.
+
+        Raises
+        ------
+        KernelError
+            A kernel reported a failure (the nodes after it did not run).
+        """
         if inputs:
             self.set_input(**inputs)
-        if self._fast:
+        plan = self._plan
+        if plan is not None and self.use_run_plan:
+            failed = plan()
+            if failed >= 0:
+                nid = self.op_nodes[failed]
+                shapes = ", ".join(f"{a.shape} {a.dtype}" for a in plan.entries[failed].arrays)
+                raise KernelError(f"graph node {nid} ({self.graph.nodes[nid].name!r}): kernel "
+                                  f"{plan.entries[failed].name} failed (arguments: {shapes})")
+        elif self._fast:
             for call in self._run_list:
                 call()  # type: ignore[misc]
         else:

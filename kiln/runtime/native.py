@@ -3,9 +3,13 @@
 The kernel ABI, shared with the C code generator: each kernel is
 ``int32_t <func_name>(void** args)`` where ``args[i]`` is the data pointer of the i-th tensor (the
 fused function's inputs, then its outputs, dense row-major, of the shapes and dtypes it was built
-for); it returns 0 on success. A library may also export ``void kiln_set_num_threads(int32_t)``
-and ``const unsigned char __tvm_dev_mblob[]`` (u64 little-endian payload size, then the payload;
-see :mod:`kiln.runtime.export`).
+for); it returns 0 on success. A library may also export ``void kiln_set_num_threads(int32_t)``,
+``int32_t kiln_run_plan(int32_t n, void* const* fns, void** const* args)`` (calls ``fns[i](args[i])``
+in order; -1, or the index of the first kernel returning non-zero) and ``const unsigned char
+__tvm_dev_mblob[]`` (u64 little-endian payload size, then the payload; see
+:mod:`kiln.runtime.export`).
+
+:class:`RunPlan` uses ``kiln_run_plan`` to run a whole graph's kernels with one call from Python.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import struct
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -25,10 +30,12 @@ from kiln.config import settings
 from kiln.errors import RuntimeFormatError
 from kiln.runtime.module import Kernel, KernelError, KernelLibrary, Signature, check_args
 
-__all__ = ["NativeKernel", "NativeLibrary", "check_elf"]
+__all__ = ["NativeKernel", "NativeLibrary", "PlanEntry", "RunPlan", "check_elf"]
 
 BLOB_SYMBOL = "__tvm_dev_mblob"
 THREADS_SYMBOL = "kiln_set_num_threads"
+RUN_PLAN_SYMBOL = "kiln_run_plan"
+_ARGV = ctypes.POINTER(ctypes.c_void_p)
 
 _ELF_MACHINES = {"x86_64": 62, "amd64": 62, "aarch64": 183, "arm64": 183, "ppc64le": 21,
                  "riscv64": 243, "s390x": 22}
@@ -126,10 +133,23 @@ class NativeKernel(Kernel):
         self.library = library
         self.signature = signature
 
-    def bind(self, arrays: Sequence[np.ndarray]) -> Callable[[], None]:
+    @property
+    def address(self) -> int:
+        """The kernel's entry point (for :class:`RunPlan`)."""
+        value = ctypes.cast(self.cfunc, ctypes.c_void_p).value
+        assert value is not None
+        return value
+
+    def plan_entry(self, arrays: Sequence[np.ndarray]) -> PlanEntry:
+        """The kernel bound to ``arrays`` as a :class:`RunPlan` step (checked like :meth:`bind`)."""
         check_args(self.name, arrays, self.signature)
         argv = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
-        cfunc, name, keep = self.cfunc, self.name, tuple(arrays)
+        return PlanEntry(self.name, self.address, argv, tuple(arrays), self.library)
+
+    def bind(self, arrays: Sequence[np.ndarray]) -> Callable[[], None]:
+        entry = self.plan_entry(arrays)
+        argv = entry.argv
+        cfunc, name, keep = self.cfunc, self.name, entry.arrays
 
         def call() -> None:
             rc = cfunc(argv)
@@ -169,6 +189,13 @@ class NativeLibrary(KernelLibrary):
         self.num_threads: int | None = None  # None: the library runs single-threaded
         if self.has_symbol(THREADS_SYMBOL):
             self.set_num_threads(settings.num_threads)
+        self.run_plan: ctypes._CFuncPtr | None = None  # kiln_run_plan, when exported
+        if self.has_symbol(RUN_PLAN_SYMBOL):
+            runner = getattr(self._lib, RUN_PLAN_SYMBOL)
+            runner.argtypes = [ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p),
+                               ctypes.POINTER(_ARGV)]
+            runner.restype = ctypes.c_int32
+            self.run_plan = runner
 
     def has_symbol(self, name: str) -> bool:
         """Whether the library exports ``name``."""
@@ -182,7 +209,7 @@ class NativeLibrary(KernelLibrary):
         """The kernel exported as ``name`` (checked against its signature when one is known)."""
         if name in self._kernels:
             return self._kernels[name]
-        if name in (BLOB_SYMBOL, THREADS_SYMBOL) or not self.has_symbol(name):
+        if name in (BLOB_SYMBOL, THREADS_SYMBOL, RUN_PLAN_SYMBOL) or not self.has_symbol(name):
             return None
         cfunc = getattr(self._lib, name)
         cfunc.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
@@ -191,7 +218,8 @@ class NativeLibrary(KernelLibrary):
         return self._kernels[name]
 
     def set_num_threads(self, num_threads: int) -> None:
-        """Set the kernels' OpenMP thread count (when the library exports the setter)."""
+        """Set the thread count of the kernels' parallel loops (when the library exports the
+        setter); it applies from the next parallel loop on."""
         if not self.has_symbol(THREADS_SYMBOL):
             raise KernelError(f"{self.path.name} has no {THREADS_SYMBOL}; its kernels do not use "
                               "threads")
@@ -255,3 +283,53 @@ class NativeLibrary(KernelLibrary):
 
     def __repr__(self) -> str:
         return f"NativeLibrary({self.path})"
+
+
+class PlanEntry(NamedTuple):
+    """One step of a :class:`RunPlan`: a compiled kernel and the arguments it is bound to."""
+
+    name: str
+    address: int
+    argv: ctypes.Array[ctypes.c_void_p]
+    arrays: tuple[np.ndarray, ...]
+    library: NativeLibrary
+
+
+class RunPlan:
+    """Compiled kernels run in order by one ``kiln_run_plan`` call.
+
+    Parameters
+    ----------
+    entries : sequence of PlanEntry
+        The steps, in execution order; their arrays stay referenced by the plan.
+    runner : ctypes function
+        A library's ``kiln_run_plan`` (any library's: it only calls function pointers).
+
+    Examples
+    --------
+    >>> plan = RunPlan.create([k.plan_entry([x, y]) for k, (x, y) in steps])  # doctest: +SKIP
+    >>> failed = plan()  # -1 when every kernel returned 0
+    """
+
+    def __init__(self, entries: Sequence[PlanEntry], runner: ctypes._CFuncPtr):
+        self.entries = tuple(entries)
+        self._runner = runner
+        n = len(self.entries)
+        self._n = ctypes.c_int32(n)
+        self._fns = (ctypes.c_void_p * max(n, 1))(*[e.address for e in self.entries])
+        self._args = (_ARGV * max(n, 1))(*[ctypes.cast(e.argv, _ARGV) for e in self.entries])
+
+    @classmethod
+    def create(cls, entries: Sequence[PlanEntry]) -> RunPlan | None:
+        """A plan over ``entries``, or None when no library among them exports the runner."""
+        for entry in entries:
+            if entry.library.run_plan is not None:
+                return cls(entries, entry.library.run_plan)
+        return None
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __call__(self) -> int:
+        """Run every step; -1, or the index of the first kernel that returned non-zero."""
+        return int(self._runner(self._n, self._fns, self._args))

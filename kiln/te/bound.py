@@ -9,11 +9,19 @@ expression of them), all other loops range over their extents. Regions have cons
 :class:`BoundInference` computes, for every computed stage, fresh loop variables, loop extents,
 the coordinates of its axes as expressions of its loops, and its region. Stages are processed
 consumers first.
+
+Inlining has a size budget: an inlined stage is copied into every expression that reads it, so
+chains of stages that read their producer several times (``where``, ``clip``, index arithmetic
+of reshapes) grow exponentially. :func:`inline_costs` measures a stage's expression as printed
+(a sub-expression used k times counts k times) with its inlined producers expanded, and
+:func:`limit_inlining` computes at the root every inlined stage that would exceed
+:data:`INLINE_MAX_NODES` (the default schedule applies the same rule when it chooses what to
+inline).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -31,17 +39,21 @@ from kiln.te.schedule import (
 )
 from kiln.te.simplify import Simplifier
 from kiln.te.tensor import COMM_REDUCE, ComputeOp, IterVar
-from kiln.te.visit import post_order, substitute, transform, vars_in
+from kiln.te.visit import children, post_order, substitute, transform, vars_in
 
 if TYPE_CHECKING:
     from kiln.te.dag import ComputeDAG
     from kiln.te.loop_state import State
 
 __all__ = [
+    "INLINE_MAX_NODES",
     "BoundInference",
+    "InlineCost",
     "StageBounds",
     "infer_bound_state",
+    "inline_costs",
     "is_reduce_leaf",
+    "limit_inlining",
     "resolve_inlined",
     "resolve_leaf",
     "sym_bound",
@@ -98,6 +110,88 @@ def resolve_inlined(sch: Schedule) -> dict[int, tuple[PrimExpr, ...]]:
             for i in range(op.num_outputs):
                 inline_of[op.output(i).key] = (op, i)
     return resolved
+
+
+# Largest expression (in nodes, as printed) an inlined stage may expand to; beyond it the stage
+# gets its own buffer. Fused chains of real models stay far below (a GELU epilogue is ~20).
+INLINE_MAX_NODES = 1024
+
+
+@dataclass(frozen=True)
+class InlineCost:
+    """Size of one output expression of a stage with its inlined producers expanded.
+
+    ``size`` counts nodes as printed (shared sub-expressions once per use); ``uses[d]`` is how
+    often the ``d``-th spatial axis variable occurs, which is how often an index expression
+    replaces it when the stage is inlined.
+    """
+
+    size: int
+    uses: tuple[int, ...]
+
+
+def inline_costs(op: ComputeOp, inlined: Mapping[tuple[int, int], InlineCost]) -> list[InlineCost]:
+    """The cost of each output expression of ``op`` (see :class:`InlineCost`).
+
+    Parameters
+    ----------
+    op : ComputeOp
+        The stage's operation.
+    inlined : mapping
+        Costs of the inlined tensors ``op`` may read, by tensor key.
+
+    Returns
+    -------
+    list of InlineCost
+        One per output of ``op``. Sizes are exact Python integers, however large.
+    """
+    axes = {id(iv.var): k for k, iv in enumerate(op.axis)}
+    zero = (0,) * len(op.axis)
+    memo: dict[int, tuple[int, tuple[int, ...]]] = {}
+    for body in op.body:
+        for node in post_order(body):
+            if id(node) in memo:
+                continue
+            kids = [memo[id(k)] for k in children(node)]
+            if isinstance(node, Var):
+                k = axes.get(id(node))
+                memo[id(node)] = (1, zero if k is None else tuple(int(j == k) for j in
+                                                                 range(len(zero))))
+            elif isinstance(node, E.TensorLoad) and node.tensor.key in inlined:
+                cost = inlined[node.tensor.key]
+                size = cost.size + sum(n * (kid[0] - 1) for n, kid in zip(cost.uses, kids))
+                uses = tuple(sum(n * kid[1][j] for n, kid in zip(cost.uses, kids))
+                             for j in range(len(zero)))
+                memo[id(node)] = (size, uses)
+            else:
+                memo[id(node)] = (1 + sum(kid[0] for kid in kids),
+                                  tuple(sum(kid[1][j] for kid in kids) for j in range(len(zero))))
+    return [InlineCost(*memo[id(body)]) for body in op.body]
+
+
+def limit_inlining(sch: Schedule, max_nodes: int = INLINE_MAX_NODES) -> list[Stage]:
+    """Compute at the root every inlined stage whose expansion exceeds ``max_nodes``.
+
+    Stages are taken producers first, so each decision sees its producers' final placement.
+
+    Returns
+    -------
+    list of Stage
+        The stages that were moved out of line (their schedule is changed in place).
+    """
+    inlined: dict[tuple[int, int], InlineCost] = {}
+    moved = []
+    for stage in sch.stages:
+        op = stage.op
+        if stage.attach_type != "inline" or not isinstance(op, ComputeOp):
+            continue
+        costs = inline_costs(op, inlined)
+        if max(c.size for c in costs) > max_nodes:
+            stage.compute_root()
+            moved.append(stage)
+        else:
+            inlined.update({op.output(k).key: c for k, c in enumerate(costs)})
+    return moved
 
 
 def sym_bound(e: PrimExpr, relaxed: set[Var], simp: Simplifier) -> tuple[PrimExpr, PrimExpr] | None:

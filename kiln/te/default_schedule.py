@@ -1,7 +1,11 @@
 """The generic schedule used when no tuned record exists, written as Ansor steps.
 
 * Every injective stage that is not an output is inlined into its consumers (``CI``), except a
-  conditional one (padding) read by a reduction, which keeps its own buffer.
+  conditional one (padding) read by a reduction, which keeps its own buffer, and one whose
+  expression, with its own inlined producers expanded, would exceed
+  :data:`~kiln.te.bound.INLINE_MAX_NODES` nodes (chains of ``where``/``clip`` that read their
+  producer several times grow exponentially when inlined): it is computed into a buffer and
+  scheduled like an output.
 * An element-wise or injective output: the trailing axes along which every input is read
   contiguously (or not at all: broadcast) are fused into one vector dimension; it is split by the
   vector width and the inner part vectorized; everything outside is fused into one loop, run in
@@ -17,7 +21,7 @@ recorded and replayed like a tuned one.
 from __future__ import annotations
 
 from kiln.te import expr as E
-from kiln.te.bound import resolve_inlined
+from kiln.te.bound import INLINE_MAX_NODES, InlineCost, inline_costs, resolve_inlined
 from kiln.te.dag import ComputeDAG
 from kiln.te.expr import PrimExpr, Var
 from kiln.te.loop_state import State
@@ -107,10 +111,14 @@ def default_schedule(dag: ComputeDAG, vector_bytes: int = 32, num_threads: int =
         The scheduled state (its steps replay on ``dag``).
     """
     state = dag.init_state
+    inlined: dict[tuple[int, int], InlineCost] = {}
     for i, op in enumerate(dag.ops):
         if isinstance(op, ComputeOp) and not op.is_reduction and not _is_output(dag, op) \
                 and not _materialize(dag, op):
-            state.compute_inline(i)
+            costs = inline_costs(op, inlined)
+            if max(c.size for c in costs) <= INLINE_MAX_NODES:
+                state.compute_inline(i)
+                inlined.update({op.output(k).key: c for k, c in enumerate(costs)})
     sch = dag.apply_steps(state.transform_steps)
     resolved = resolve_inlined(sch)
     sch_stages = sch.stages

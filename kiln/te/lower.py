@@ -3,10 +3,12 @@
 Every computed stage becomes a loop nest over its leaf loops (in schedule order, each loop
 starting at 0), storing each element of its region; a reduction first stores its initial value
 at the level of its outermost reduction loop, then combines into it. Inlined stages are
-substituted into their readers; a stage computed at a loop of another stage is emitted at the
-start of that loop's body, with its buffer allocated there; bound checks guard coordinates that a
-non-dividing split or an enlarged region would push out of range. All indices and conditions
-are simplified with the loops' ranges, so checks that always hold disappear.
+substituted into their readers, except those whose expansion would exceed the size budget of
+:func:`~kiln.te.bound.limit_inlining`, which are computed at the root instead; a stage computed
+at a loop of another stage is emitted at the start of that loop's body, with its buffer
+allocated there; bound checks guard coordinates that a non-dividing split or an enlarged region
+would push out of range. All indices and conditions are simplified with the loops' ranges, so
+checks that always hold disappear.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from kiln.te import expr as E
-from kiln.te.bound import BoundInference, StageBounds, resolve_leaf
+from kiln.te.bound import BoundInference, StageBounds, limit_inlining, resolve_leaf
 from kiln.te.expr import PrimExpr, Var, const
 from kiln.te.loop_ir import (
     Allocate,
@@ -83,6 +85,7 @@ def lower(target: Any, steps: Any = None, *, args: Sequence[Tensor] | None = Non
 def lower_schedule(sch: Schedule, args: Sequence[Tensor], name: str,
                    attrs: dict[str, Any]) -> PrimFunc:
     """See :func:`lower`."""
+    limit_inlining(sch)
     return _Lowering(sch, args).run(name, attrs)
 
 

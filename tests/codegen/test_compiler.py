@@ -21,8 +21,8 @@ from kiln.codegen.compiler import (
     clear_cache,
     compile_cached,
     compile_shared,
-    openmp_supported,
     prune_cache,
+    simd_pragmas_supported,
 )
 from kiln.config import settings
 from kiln.errors import CompileError
@@ -128,22 +128,22 @@ def test_syntax_error_gives_command_and_stderr(cache_dir: Path) -> None:
     assert not list((cache_dir / "compile").glob("broken-*.so"))
 
 
-def test_openmp_fallback_is_remembered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                       cache_dir: Path) -> None:
-    fake = tmp_path / "no_openmp_cc"
-    fake.write_text('#!/bin/sh\nfor a in "$@"; do [ "$a" = "-fopenmp" ] && exit 3; done\n'
+def test_simd_flag_fallback_is_remembered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          cache_dir: Path) -> None:
+    fake = tmp_path / "no_simd_cc"
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do [ "$a" = "-fopenmp-simd" ] && exit 3; done\n'
                     'exec cc "$@"\n')
     fake.chmod(0o755)
     monkeypatch.setattr(settings, "cc", str(fake))
-    assert openmp_supported() is False
+    assert simd_pragmas_supported() is False
     so = compile_cached(SCALE, "scale")
     np.testing.assert_array_equal(_call_scale(so), 3 * np.arange(6, dtype=np.float32) + 1)
-    memo = list((cache_dir / "compile").glob("openmp-*.txt"))
+    memo = list((cache_dir / "compile").glob("openmp-simd-*.txt"))
     assert len(memo) == 1 and memo[0].read_text() == "0"
-    compiler._openmp.clear()  # a new process reads the memo instead of probing again
+    compiler._simd.clear()  # a new process reads the memo instead of probing again
     monkeypatch.setattr(compiler, "_run", lambda *a, **k: pytest.fail("probed again"))
     monkeypatch.setattr(compiler, "_versions", {str(fake): compiler.compiler_version()})
-    assert openmp_supported() is False
+    assert simd_pragmas_supported() is False
 
 
 def test_compile_shared_parallel_sources_and_blob(tmp_path: Path) -> None:

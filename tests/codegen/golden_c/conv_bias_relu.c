@@ -6,6 +6,59 @@
  * args[2] input  p2: float32[16]
  * args[3] output T_relu: float32[1x16x14x14]
  */
+typedef struct {
+  const float* restrict p1;
+  float* restrict T_pad;
+  float* restrict T_conv2d;
+} fused_conv2d_add_relu__par0_ctx;
+
+static void fused_conv2d_add_relu__par0(void* kiln_ctx, int64_t kiln_begin, int64_t kiln_end) {
+  const fused_conv2d_add_relu__par0_ctx* restrict kiln_c = (const fused_conv2d_add_relu__par0_ctx*)kiln_ctx;
+  const float* restrict p1 = kiln_c->p1;
+  float* restrict T_pad = kiln_c->T_pad;
+  float* restrict T_conv2d = kiln_c->T_conv2d;
+  for (int32_t n_o_fused_y_fused_x_o_fused = (int32_t)kiln_begin; n_o_fused_y_fused_x_o_fused < (int32_t)kiln_end; ++n_o_fused_y_fused_x_o_fused) {
+    {  /* x_i: 8 lanes */
+      if (((((n_o_fused_y_fused_x_o_fused % 2) * 8) + 7) < 14)) {
+        *(kiln_f32x8u*)&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))] = (0.0f - (kiln_f32x8){});
+      } else {
+        kiln_i32x8 v = (kiln_i32x8){0, 1, 2, 3, 4, 5, 6, 7};
+        kiln_i32x8 v1 = (kiln_i32x8)((kiln_u32x8)(((n_o_fused_y_fused_x_o_fused % 2) * 8) - (kiln_i32x8){}) + (kiln_u32x8)v);
+        kiln_i32x8 v2 = v1 < (14 - (kiln_i32x8){});
+        kiln_mstore_f32x8(&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))], v2, (0.0f - (kiln_f32x8){}));
+      }
+    }
+    for (int32_t rc = 0; rc < 8; ++rc) {
+      for (int32_t ry = 0; ry < 3; ++ry) {
+        for (int32_t rx = 0; rx < 3; ++rx) {
+          {  /* x_i: 8 lanes */
+            if (((((n_o_fused_y_fused_x_o_fused % 2) * 8) + 7) < 14)) {
+              kiln_f32x8 v3 = *(const kiln_f32x8u*)&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))];
+              kiln_f32x8 v4 = *(const kiln_f32x8u*)&T_pad[(((((rc * 256) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 16)) + (ry * 16)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + rx)];
+              kiln_f32x8 v5 = v4 * (p1[(((((n_o_fused_y_fused_x_o_fused / 28) * 72) + (rc * 9)) + (ry * 3)) + rx)] - (kiln_f32x8){});
+              kiln_f32x8 v6 = v3 + v5;
+              *(kiln_f32x8u*)&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))] = v6;
+            } else {
+              kiln_i32x8 v7 = (kiln_i32x8){0, 1, 2, 3, 4, 5, 6, 7};
+              kiln_i32x8 v8 = (kiln_i32x8)((kiln_u32x8)(((n_o_fused_y_fused_x_o_fused % 2) * 8) - (kiln_i32x8){}) + (kiln_u32x8)v7);
+              kiln_i32x8 v9 = v8 < (14 - (kiln_i32x8){});
+              int32_t any = 0;
+              for (int k = 0; k < 8; ++k) any |= (v9[k] != 0);
+              if (any) {
+                kiln_f32x8 v10 = kiln_mload_f32x8(&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))], v9);
+                kiln_f32x8 v11 = kiln_mload_f32x8(&T_pad[(((((rc * 256) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 16)) + (ry * 16)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + rx)], v9);
+                kiln_f32x8 v12 = v11 * (p1[(((((n_o_fused_y_fused_x_o_fused / 28) * 72) + (rc * 9)) + (ry * 3)) + rx)] - (kiln_f32x8){});
+                kiln_f32x8 v13 = v10 + v12;
+                kiln_mstore_f32x8(&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))], v9, v13);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 int32_t fused_conv2d_add_relu(void** args) {
   const float* restrict p0 = (const float*)args[0];
   const float* restrict p1 = (const float*)args[1];
@@ -21,54 +74,30 @@ int32_t fused_conv2d_add_relu(void** args) {
           T_pad[(((((n_c_fused_y_fused_x_o_fused / 32) * 256) + (((n_c_fused_y_fused_x_o_fused / 2) % 16) * 16)) + ((n_c_fused_y_fused_x_o_fused % 2) * 8)) + x_i_1)] = (((((((n_c_fused_y_fused_x_o_fused / 2) % 16) >= 1) && (((n_c_fused_y_fused_x_o_fused / 2) % 16) < 15)) && ((((n_c_fused_y_fused_x_o_fused % 2) * 8) + x_i_1) >= 1)) && ((((n_c_fused_y_fused_x_o_fused % 2) * 8) + x_i_1) < 15)) ? p0[((((((n_c_fused_y_fused_x_o_fused / 32) * 196) + (((n_c_fused_y_fused_x_o_fused / 2) % 16) * 14)) + ((n_c_fused_y_fused_x_o_fused % 2) * 8)) + x_i_1) - 15)] : 0.0f);
         }
       }
-      #pragma omp parallel for num_threads(kiln_threads()) schedule(static)
-      for (int32_t n_o_fused_y_fused_x_o_fused = 0; n_o_fused_y_fused_x_o_fused < 448; ++n_o_fused_y_fused_x_o_fused) {
-        {  /* x_i: 8 lanes */
-          if (((((n_o_fused_y_fused_x_o_fused % 2) * 8) + 7) < 14)) {
-            *(kiln_f32x8u*)&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))] = (0.0f - (kiln_f32x8){});
-          } else {
-            for (int32_t x_i = 0; x_i < 8; ++x_i) {
-              if ((((n_o_fused_y_fused_x_o_fused % 2) * 8) + x_i) < 14) {
-                T_conv2d[(((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + x_i)] = 0.0f;
-              }
-            }
-          }
-        }
-        for (int32_t rc = 0; rc < 8; ++rc) {
-          for (int32_t ry = 0; ry < 3; ++ry) {
-            for (int32_t rx = 0; rx < 3; ++rx) {
-              {  /* x_i: 8 lanes */
-                if (((((n_o_fused_y_fused_x_o_fused % 2) * 8) + 7) < 14)) {
-                  kiln_f32x8 v = *(const kiln_f32x8u*)&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))];
-                  kiln_f32x8 v1 = *(const kiln_f32x8u*)&T_pad[(((((rc * 256) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 16)) + (ry * 16)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + rx)];
-                  kiln_f32x8 v2 = v1 * (p1[(((((n_o_fused_y_fused_x_o_fused / 28) * 72) + (rc * 9)) + (ry * 3)) + rx)] - (kiln_f32x8){});
-                  kiln_f32x8 v3 = v + v2;
-                  *(kiln_f32x8u*)&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))] = v3;
-                } else {
-                  for (int32_t x_i = 0; x_i < 8; ++x_i) {
-                    if ((((n_o_fused_y_fused_x_o_fused % 2) * 8) + x_i) < 14) {
-                      T_conv2d[(((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + x_i)] = (T_conv2d[(((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + x_i)] + (T_pad[((((((rc * 256) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 16)) + (ry * 16)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + x_i) + rx)] * p1[(((((n_o_fused_y_fused_x_o_fused / 28) * 72) + (rc * 9)) + (ry * 3)) + rx)]));
-                    }
-                  }
-                }
-              }
-            }
-          }
-        }
+      {
+        fused_conv2d_add_relu__par0_ctx kiln_ctx1 = {p1, T_pad, T_conv2d};
+        kiln_parallel_for(fused_conv2d_add_relu__par0, &kiln_ctx1, 448);
       }
       for (int32_t n_o_fused_y_x_fused_o_fused = 0; n_o_fused_y_x_fused_o_fused < 400; ++n_o_fused_y_x_fused_o_fused) {
         {  /* y_x_fused_i: 8 lanes */
           if (((((n_o_fused_y_x_fused_o_fused % 25) * 8) + 7) < 196)) {
-            kiln_f32x8 v4 = *(const kiln_f32x8u*)&T_conv2d[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))];
-            kiln_f32x8 v5 = v4 + (p2[(n_o_fused_y_x_fused_o_fused / 25)] - (kiln_f32x8){});
-            kiln_i32x8 v6 = ((0.0f - (kiln_f32x8){}) > v5);
-            kiln_f32x8 v7 = (kiln_f32x8)(((kiln_i32x8)(0.0f - (kiln_f32x8){}) & v6) | ((kiln_i32x8)v5 & ~v6));
-            *(kiln_f32x8u*)&T_relu[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))] = v7;
+            kiln_f32x8 v14 = *(const kiln_f32x8u*)&T_conv2d[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))];
+            kiln_f32x8 v15 = v14 + (p2[(n_o_fused_y_x_fused_o_fused / 25)] - (kiln_f32x8){});
+            kiln_i32x8 v16 = ((0.0f - (kiln_f32x8){}) > v15);
+            kiln_f32x8 v17 = (kiln_f32x8)(((kiln_i32x8)(0.0f - (kiln_f32x8){}) & v16) | ((kiln_i32x8)v15 & ~v16));
+            *(kiln_f32x8u*)&T_relu[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))] = v17;
           } else {
-            for (int32_t y_x_fused_i = 0; y_x_fused_i < 8; ++y_x_fused_i) {
-              if ((((n_o_fused_y_x_fused_o_fused % 25) * 8) + y_x_fused_i) < 196) {
-                T_relu[((((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8)) + y_x_fused_i)] = kiln_maxf((T_conv2d[((((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8)) + y_x_fused_i)] + p2[(n_o_fused_y_x_fused_o_fused / 25)]), 0.0f);
-              }
+            kiln_i32x8 v18 = (kiln_i32x8){0, 1, 2, 3, 4, 5, 6, 7};
+            kiln_i32x8 v19 = (kiln_i32x8)((kiln_u32x8)(((n_o_fused_y_x_fused_o_fused % 25) * 8) - (kiln_i32x8){}) + (kiln_u32x8)v18);
+            kiln_i32x8 v20 = v19 < (196 - (kiln_i32x8){});
+            int32_t any1 = 0;
+            for (int k = 0; k < 8; ++k) any1 |= (v20[k] != 0);
+            if (any1) {
+              kiln_f32x8 v21 = kiln_mload_f32x8(&T_conv2d[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))], v20);
+              kiln_f32x8 v22 = v21 + (p2[(n_o_fused_y_x_fused_o_fused / 25)] - (kiln_f32x8){});
+              kiln_i32x8 v23 = ((0.0f - (kiln_f32x8){}) > v22);
+              kiln_f32x8 v24 = (kiln_f32x8)(((kiln_i32x8)(0.0f - (kiln_f32x8){}) & v23) | ((kiln_i32x8)v22 & ~v23));
+              kiln_mstore_f32x8(&T_relu[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))], v20, v24);
             }
           }
         }

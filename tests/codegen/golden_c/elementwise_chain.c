@@ -4,12 +4,18 @@
  * args[1] input  p1: float32[1024]
  * args[2] output T_multiply: float32[64x1024]
  */
-int32_t fused_add_exp_multiply(void** args) {
-  const float* restrict p0 = (const float*)args[0];
-  const float* restrict p1 = (const float*)args[1];
-  float* restrict T_multiply = (float*)args[2];
-  #pragma omp parallel for num_threads(kiln_threads()) schedule(static)
-  for (int32_t i0_i1_o_fused = 0; i0_i1_o_fused < 8192; ++i0_i1_o_fused) {
+typedef struct {
+  const float* restrict p0;
+  const float* restrict p1;
+  float* restrict T_multiply;
+} fused_add_exp_multiply__par0_ctx;
+
+static void fused_add_exp_multiply__par0(void* kiln_ctx, int64_t kiln_begin, int64_t kiln_end) {
+  const fused_add_exp_multiply__par0_ctx* restrict kiln_c = (const fused_add_exp_multiply__par0_ctx*)kiln_ctx;
+  const float* restrict p0 = kiln_c->p0;
+  const float* restrict p1 = kiln_c->p1;
+  float* restrict T_multiply = kiln_c->T_multiply;
+  for (int32_t i0_i1_o_fused = (int32_t)kiln_begin; i0_i1_o_fused < (int32_t)kiln_end; ++i0_i1_o_fused) {
     {  /* i1_i: 8 lanes */
       kiln_f32x8 v = *(const kiln_f32x8u*)&p0[(i0_i1_o_fused * 8)];
       kiln_f32x8 v1 = *(const kiln_f32x8u*)&p1[((i0_i1_o_fused % 128) * 8)];
@@ -18,6 +24,16 @@ int32_t fused_add_exp_multiply(void** args) {
       kiln_f32x8 v4 = v3 * (2.0f - (kiln_f32x8){});
       *(kiln_f32x8u*)&T_multiply[(i0_i1_o_fused * 8)] = v4;
     }
+  }
+}
+
+int32_t fused_add_exp_multiply(void** args) {
+  const float* restrict p0 = (const float*)args[0];
+  const float* restrict p1 = (const float*)args[1];
+  float* restrict T_multiply = (float*)args[2];
+  {
+    fused_add_exp_multiply__par0_ctx kiln_ctx1 = {p0, p1, T_multiply};
+    kiln_parallel_for(fused_add_exp_multiply__par0, &kiln_ctx1, 8192);
   }
   return 0;
 }

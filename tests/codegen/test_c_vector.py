@@ -1,0 +1,295 @@
+"""Vector loops: masked tails, the constant-false end check, and shuffle-tree reductions.
+
+Every kernel is checked against a NumPy formula written here. Outputs sit inside larger arrays
+filled with a sentinel, so a masked store that writes past the data is caught; a subprocess also
+runs every kernel on arrays that end right before an inaccessible page, so a load or store past
+the data crashes it (and fails the test) instead of reading neighbouring memory.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kiln import te
+from kiln.codegen.c_codegen import CCodegen
+from kiln.codegen.compiler import compile_cached
+from kiln.codegen.native import COMPILE_FLAGS
+from kiln.runtime.native import NativeLibrary
+from kiln.te import expr as E
+from kiln.te.default_schedule import default_schedule
+from kiln.te.loop_ir import Allocate, Buffer, BufferLoad, For, IfThenElse, PrimFunc, Seq, Store
+from kiln.te.lower import lower
+from kiln.te.templates import TargetInfo, apply_template
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")
+
+ROOT = Path(__file__).resolve().parents[2]
+WIDTHS = (3, 5, 13, 16, 17, 31, 40, 197)
+VECTOR_BYTES = (16, 32, 64)
+DTYPES = ("float32", "float64", "int8", "uint8", "int16", "int32", "int64")
+ROWS = 3
+SENTINEL = 77
+
+
+@dataclass(frozen=True)
+class Case:
+    """A kernel of the test library: its inputs' shapes and dtypes and its output's."""
+
+    name: str
+    kind: str
+    dtype: str
+    inputs: tuple[tuple[tuple[int, ...], str], ...]
+    output: tuple[tuple[int, ...], str]
+
+
+def _row_map(dtype: str, width: int, vector_bytes: int) -> tuple[PrimFunc, Case]:
+    """y[r, c] = f(x[r, c], b[r]): the per-row operand keeps rows apart, so every row's vector
+    loop has its own tail."""
+    name = f"map_{dtype}_{width}_{vector_bytes}"
+    x = te.placeholder((ROWS, width), dtype, "x")
+    b = te.placeholder((ROWS,), dtype, "b")
+    if dtype == "float32":
+        y = te.compute((ROWS, width), lambda r, c: te.exp(x[r, c] - b[r]) * x[r, c], name="y")
+    elif dtype == "float64":
+        y = te.compute((ROWS, width), lambda r, c: x[r, c] * b[r] - x[r, c], name="y")
+    else:
+        y = te.compute((ROWS, width), lambda r, c: x[r, c] * te.const(3, dtype) + b[r], name="y")
+    dag = te.ComputeDAG([x, b, y])
+    func = lower(dag, default_schedule(dag, vector_bytes, 1), name=name)
+    case = Case(name, "map", dtype, (((ROWS, width), dtype), ((ROWS,), dtype)),
+                ((ROWS, width), dtype))
+    return func, case
+
+
+def _row_reduce(kind: str, width: int, vector_bytes: int) -> tuple[PrimFunc, Case]:
+    """Row max / sum / softmax over the last axis, scheduled by the row-reduction template
+    (rfactor lanes, a masked tail, the lanes combined by a shuffle tree)."""
+    name = f"{kind}_{width}_{vector_bytes}"
+    x = te.placeholder((ROWS, width), "float32", "x")
+    k = te.reduce_axis((0, width), name="k")
+    if kind == "max":
+        out = te.compute((ROWS,), lambda r: te.max(x[r, k], axis=k), name="m")
+        shape: tuple[int, ...] = (ROWS,)
+    elif kind == "sum":
+        out = te.compute((ROWS,), lambda r: te.sum(x[r, k] * x[r, k], axis=k), name="s")
+        shape = (ROWS,)
+    else:
+        m = te.compute((ROWS,), lambda r: te.max(x[r, k], axis=k), name="m")
+        e = te.compute((ROWS, width), lambda r, c: te.exp(x[r, c] - m[r]), name="e")
+        k2 = te.reduce_axis((0, width), name="k2")
+        s = te.compute((ROWS,), lambda r: te.sum(e[r, k2], axis=k2), name="s")
+        out = te.compute((ROWS, width), lambda r, c: e[r, c] / s[r], name="y")
+        shape = (ROWS, width)
+    dag = te.ComputeDAG([x, out])
+    state = apply_template(dag, TargetInfo(vector_bytes, 1))
+    func = lower(dag, state if state is not None else default_schedule(dag, vector_bytes, 1),
+                 name=name)
+    return func, Case(name, kind, "float32", (((ROWS, width), "float32"),), (shape, "float32"))
+
+
+def _dense_k5() -> tuple[PrimFunc, Case]:
+    """out[i] = sum_{k<5} x[i, k] * w[k] with the reduction on 16 lanes: the lane check
+    ``k < 5`` is true at lane 0 and false at lane 15 whatever the row (the dense 7x40, K=5
+    case): every iteration must be masked, none may use the unguarded vector path."""
+    i, kv = te.var("i"), te.var("kv")
+    x = Buffer("x", "float32", (7, 5), kind="input")
+    w = Buffer("w", "float32", (5,), kind="input")
+    out = Buffer("out", "float32", (7,), kind="output")
+    acc = Buffer("acc", "float32", (16,), kind="temp")
+    zero = For(kv, 16, "vectorized", Store(acc, kv, E.const(0.0)))
+    update = For(kv, 16, "vectorized", IfThenElse(
+        kv < 5, Store(acc, kv, BufferLoad(acc, kv, "float32")
+                      + BufferLoad(x, i * 5 + kv, "float32") * BufferLoad(w, kv, "float32"))))
+    combine = Seq((Store(out, i, E.const(0.0)),
+                   For(kv, 16, "serial", Store(out, i, BufferLoad(out, i, "float32")
+                                               + BufferLoad(acc, kv, "float32")))))
+    body = For(i, 7, "serial", Allocate(acc, Seq((zero, update, combine))))
+    case = Case("dense_k5", "dense_k5", "float32", (((7, 5), "float32"), ((5,), "float32")),
+                ((7,), "float32"))
+    return PrimFunc("dense_k5", [x, w, out], body), case
+
+
+def _register_copy() -> tuple[PrimFunc, Case]:
+    """A register tile of 2 vectors read by an unrolled loop of 3 copies under ``u < 2``: the
+    third copy is decided false once unrolled and must not name a third vector."""
+    u, v = te.var("u"), te.var("v")
+    x = Buffer("x", "float32", (16,), kind="input")
+    out = Buffer("out", "float32", (24,), kind="output")
+    acc = Buffer("acc", "float32", (16,), kind="temp")
+    fill = For(u, 2, "unrolled", For(v, 8, "vectorized",
+                                     Store(acc, u * 8 + v, BufferLoad(x, u * 8 + v, "float32"))))
+    copy = For(u, 3, "unrolled", For(v, 8, "vectorized", IfThenElse(
+        u < 2, Store(out, u * 8 + v, BufferLoad(acc, u * 8 + v, "float32") * E.const(2.0)),
+        Store(out, u * 8 + v, E.const(-1.0)))))
+    case = Case("register_copy", "register_copy", "float32", (((16,), "float32"),),
+                ((24,), "float32"))
+    return PrimFunc("register_copy", [x, out], Allocate(acc, Seq((fill, copy)))), case
+
+
+def _all_kernels() -> list[tuple[PrimFunc, Case]]:
+    kernels = [_dense_k5(), _register_copy()]
+    for vb in VECTOR_BYTES:
+        for width in WIDTHS:
+            kernels += [_row_map(dtype, width, vb) for dtype in DTYPES]
+            kernels += [_row_reduce(kind, width, vb) for kind in ("max", "sum", "softmax")]
+    return kernels
+
+
+@pytest.fixture(scope="module")
+def vector_lib() -> tuple[NativeLibrary, dict[str, Case], str]:
+    kernels = _all_kernels()
+    funcs = [f for f, _ in kernels]
+    text = CCodegen(64).module(funcs)  # the generator takes any power-of-two vector loop
+    lib = NativeLibrary(compile_cached(text, "vector_tails_test", flags=COMPILE_FLAGS))
+    return lib, {c.name: c for _, c in kernels}, text
+
+
+def _inputs(case: Case, rng: np.random.Generator) -> list[np.ndarray]:
+    out = []
+    for shape, dtype in case.inputs:
+        if dtype.startswith("float"):
+            a = rng.standard_normal(shape) * 3
+            if case.kind == "max":
+                a[rng.random(shape) < 0.05] = np.nan  # NaN wins, as in numpy.max
+        else:
+            info = np.iinfo(dtype)
+            a = rng.integers(info.min, info.max, size=shape, endpoint=True)
+        out.append(np.ascontiguousarray(a.astype(dtype)))
+    return out
+
+
+def _expected(case: Case, args: list[np.ndarray]) -> np.ndarray:
+    x = args[0]
+    if case.kind == "map":
+        b = args[1][:, None]
+        if case.dtype == "float32":
+            x64 = x.astype(np.float64)
+            return np.exp(x64 - b) * x64
+        if case.dtype == "float64":
+            return x * b - x
+        return (x * np.array(3, case.dtype) + b).astype(case.dtype)  # wraps, as NumPy does
+    x64 = x.astype(np.float64)
+    if case.kind == "max":
+        return x64.max(axis=1)
+    if case.kind == "sum":
+        return (x64 * x64).sum(axis=1)
+    if case.kind == "softmax":
+        e = np.exp(x64 - x64.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+    if case.kind == "register_copy":
+        return np.concatenate([2 * x64, -np.ones(8)])
+    return (x64 * args[1].astype(np.float64)).sum(axis=1)  # dense_k5
+
+
+def _run(lib: NativeLibrary, case: Case, args: list[np.ndarray]) -> np.ndarray:
+    shape, dtype = case.output
+    n = int(np.prod(shape))
+    padded = np.full(n + 64, SENTINEL, dtype)  # 32 sentinels on each side
+    out = padded[32:32 + n].reshape(shape)
+    lib.kernel(case.name)(*args, out)
+    assert (padded[:32] == SENTINEL).all() and (padded[32 + n:] == SENTINEL).all(), \
+        f"{case.name} wrote outside its output"
+    return out
+
+
+def _check(case: Case, got: np.ndarray, expected: np.ndarray) -> None:
+    if case.dtype.startswith("float"):
+        rtol = 1e-12 if case.dtype == "float64" else 3e-6
+        np.testing.assert_allclose(got, expected, rtol=rtol, atol=1e-30, equal_nan=True,
+                                   err_msg=case.name)
+    else:
+        np.testing.assert_array_equal(got, expected, err_msg=case.name)
+
+
+def test_constant_false_end_check_masks_every_iteration(vector_lib) -> None:
+    lib, cases, text = vector_lib
+    case = cases["dense_k5"]
+    body = text[text.index("int32_t dense_k5(void** args)"):]
+    body = body[:body.index("\n}\n")]
+    assert "kiln_mload_f32x16(" in body and "if (1)" not in body
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        args = _inputs(case, rng)
+        _check(case, _run(lib, case, args), _expected(case, args))
+
+
+def test_unrolled_copies_decided_false_are_dropped(vector_lib) -> None:
+    lib, cases, text = vector_lib
+    body = text[text.index("int32_t register_copy(void** args)"):]
+    body = body[:body.index("\n}\n")]
+    assert "acc_1" in body and "acc_2" not in body  # two vector variables, none more
+    case = cases["register_copy"]
+    args = _inputs(case, np.random.default_rng(1))
+    _check(case, _run(lib, case, args), _expected(case, args))
+
+
+def test_tails_are_vector_code(vector_lib) -> None:
+    _, _, text = vector_lib
+    body = text[text.index("int32_t softmax_197_64(void** args)"):]
+    body = body[:body.index("\n}\n")]
+    assert "expf(" not in body  # no scalar libm tail
+    assert "kiln_vexp_f32x16(" in body and "kiln_mload_f32x16(" in body
+    assert "lanes, max tree" in body and "lanes, add tree" in body
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_masked_tails_match_numpy(vector_lib, data: st.DataObject) -> None:
+    lib, cases, _ = vector_lib
+    name = data.draw(st.sampled_from(sorted(cases)))
+    seed = data.draw(st.integers(0, 2**32 - 1))
+    case = cases[name]
+    args = _inputs(case, np.random.default_rng(seed))
+    _check(case, _run(lib, case, args), _expected(case, args))
+
+
+GUARD_SCRIPT = """
+import ctypes, json, mmap, sys
+import numpy as np
+sys.path.insert(0, {root!r})
+from kiln.runtime.native import NativeLibrary
+
+libc = ctypes.CDLL(None)
+keep = []
+
+def at_page_end(a):
+    # a copy of `a` ending exactly where an inaccessible page begins
+    page = mmap.PAGESIZE
+    pages = (a.nbytes + page - 1) // page + 1
+    buf = mmap.mmap(-1, pages * page)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    assert libc.mprotect(ctypes.c_void_p(base + (pages - 1) * page), page, 0) == 0
+    out = np.frombuffer(buf, a.dtype, a.size, (pages - 1) * page - a.nbytes).reshape(a.shape)
+    out[...] = a
+    keep.append(buf)
+    return out
+
+lib = NativeLibrary({path!r})
+for name, inputs, (shape, dtype) in json.loads({cases!r}):
+    args = [at_page_end(np.ones(s, d)) for s, d in inputs]
+    out = at_page_end(np.zeros(shape, dtype))
+    lib.kernel(name)(*args, out)
+print("ok")
+"""
+
+
+def test_no_access_past_the_data(vector_lib) -> None:
+    lib, cases, _ = vector_lib
+    spec = json.dumps([[c.name, [[list(s), d] for s, d in c.inputs], [list(c.output[0]),
+                                                                      c.output[1]]]
+                       for c in cases.values()])
+    script = GUARD_SCRIPT.format(root=str(ROOT), path=str(lib.path), cases=spec)
+    run = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
