@@ -248,7 +248,9 @@ def build(
         "passes": ctx.history[first_pass:],
         "memory_plan": {"planned_bytes": report.planned_bytes,
                         "unplanned_bytes": report.unplanned_bytes,
-                        "num_storage": report.num_storage},
+                        "num_storage": report.num_storage,
+                        "intermediate_planned_bytes": report.intermediate_planned_bytes,
+                        "intermediate_unplanned_bytes": report.intermediate_unplanned_bytes},
     })
     return GraphExecutorFactoryModule(lowered.graph_json, lib, lowered.params, mod_name, metadata,
                                       ir_mod=mod)

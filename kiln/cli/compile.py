@@ -69,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
         "param_bytes": sum(p.nbytes for p in factory.params.values()),
         "planned_bytes": plan.get("planned_bytes"),
         "unplanned_bytes": plan.get("unplanned_bytes"),
+        "intermediate_planned_bytes": plan.get("intermediate_planned_bytes"),
+        "intermediate_unplanned_bytes": plan.get("intermediate_unplanned_bytes"),
         "import_s": round(t1 - t0, 3),
         "build_s": round(t2 - t1, 3),
         "export_s": round(t3 - t2, 3),
@@ -80,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
           f"({summary['param_bytes'] / 1e6:.1f} MB), target {args.target}, opt level {args.opt_level}")
     if plan:
         print(f"memory plan: {plan['planned_bytes'] / 1e6:.2f} MB planned vs "
-              f"{plan['unplanned_bytes'] / 1e6:.2f} MB unplanned")
+              f"{plan['unplanned_bytes'] / 1e6:.2f} MB unplanned (computed tensors: "
+              f"{plan['intermediate_planned_bytes'] / 1e6:.2f} vs "
+              f"{plan['intermediate_unplanned_bytes'] / 1e6:.2f} MB)")
     print(f"import {summary['import_s']:.2f} s, build {summary['build_s']:.2f} s, "
           f"export {summary['export_s']:.2f} s")
     return 0

@@ -41,6 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--number", type=int, default=10, help="runs per node measurement")
     parser.add_argument("--repeat", type=int, default=1, help="measurements per node")
     parser.add_argument("--min-repeat-ms", type=float, default=1.0)
+    parser.add_argument("--profile", action="store_true",
+                        help="also time the whole graph and reconcile it with the sum of node times")
     parser.add_argument("--target", default=None,
                         help="build target for .onnx models: c (default with a C compiler) or numpy")
     parser.add_argument("--opt-level", type=int, default=3)
@@ -125,6 +127,11 @@ def run(args: argparse.Namespace) -> int:
                   "shape": list(r.shape), "measurements_us": list(r.measurements_us)}
                  for r in m.debug_datum.table_rows()],
     }
+    if args.profile:
+        profile = m.profile(number=args.number, repeat=max(args.repeat, 3),
+                            min_repeat_ms=args.min_repeat_ms)
+        print(profile.reconciliation())
+        result["profile"] = profile.to_dict()
     status = 0
     if args.compare:
         report = compare(lib, _reference(args, mod), inputs, rtol=args.rtol, atol=args.atol, mod=mod)

@@ -140,3 +140,15 @@ def test_missing_inputs_file_is_a_one_line_error(files: dict[str, Path], tmp_pat
     rc = main(["debug", str(files["model"]), "--inputs", str(tmp_path / "none.npz")])
     err = capsys.readouterr().err
     assert rc == 1 and "none.npz" in err and len(err.strip().splitlines()) == 1
+
+
+def test_profile_reconciles_node_times_with_the_whole_graph(
+        files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _debug(files, "--dump-root", str(tmp_path / "d"), "--profile",
+                  "--json", str(tmp_path / "r.json")) == 0
+    out = capsys.readouterr().out
+    line = next(li for li in out.splitlines() if li.startswith("sum of node times"))
+    profile = json.loads((tmp_path / "r.json").read_text())["profile"]
+    assert f"{profile['node_sum_us']:.3f} us" in line and f"{profile['gap_us']:+.3f} us" in line
+    assert profile["node_sum_us"] == pytest.approx(sum(r["mean_us"] for r in profile["rows"]))
+    assert len(profile["gaps_us"]) == 3 and profile["end_to_end_us"] > 0
