@@ -5,9 +5,11 @@ Usage::
     python scripts/onnx_conformance.py                      # Kiln; writes docs/onnx_coverage.md
     python scripts/onnx_conformance.py --onnxruntime        # refresh the onnxruntime baseline
     python scripts/onnx_conformance.py -k resize --no-doc   # a subset, print failures only
-    python scripts/onnx_conformance.py --target numpy       # build with relay.build and run the
-                                                            # graph executor instead of the
-                                                            # reference interpreter
+    python scripts/onnx_conformance.py --target c           # compile (opt level 3, C kernels
+                                                            # built in batches of cases) and run
+                                                            # the graph executor
+    python scripts/onnx_conformance.py --target numpy       # relay.build's numpy target, case by
+                                                            # case
 
 The onnxruntime baseline (which cases onnxruntime itself passes) is kept in
 ``tests/frontend/data/onnxruntime_conformance.json``; the coverage page compares against it.
@@ -32,6 +34,7 @@ from kiln.frontend.onnx_conformance import (  # noqa: E402
     coverage_markdown,
     load_cases,
     run_suite,
+    run_suite_compiled,
 )
 
 BASELINE = ROOT / "tests" / "frontend" / "data" / "onnxruntime_conformance.json"
@@ -86,8 +89,12 @@ def main(argv: list[str] | None = None) -> int:
         if sys.stderr.isatty() and done[0] % 25 == 0:
             print(f"\r{done[0]}/{len(cases)}", end="", file=sys.stderr, flush=True)
 
-    execute = build_and_run(args.target) if args.target else None
-    results = run_suite(cases, backend=backend, timeout=args.timeout, progress=progress, execute=execute)
+    if args.target == "c" and not args.onnxruntime:
+        results = run_suite_compiled(cases, target="c", timeout=args.timeout, progress=progress)
+    else:
+        execute = build_and_run(args.target) if args.target else None
+        results = run_suite(cases, backend=backend, timeout=args.timeout, progress=progress,
+                            execute=execute)
     if sys.stderr.isatty():
         print(file=sys.stderr)
     elapsed = time.perf_counter() - start
