@@ -112,7 +112,7 @@ def _probe_vector_bytes(cc: str) -> int:
     try:
         out = subprocess.run([*shlex.split(cc), "-march=native", "-dM", "-E", "-x", "c", "/dev/null"],
                              capture_output=True, text=True, timeout=60, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, subprocess.SubprocessError, ValueError):  # ValueError: CC does not parse
         return 16
     macros = set(re.findall(r"#define (\w+)", out))
     if "__AVX512F__" in macros:

@@ -68,7 +68,11 @@ _stats = {"compiles": 0, "hits": 0}
 # --- running the compiler ----------------------------------------------------------------------
 
 def _cc() -> list[str]:
-    cmd = shlex.split(settings.cc)
+    try:
+        cmd = shlex.split(settings.cc)
+    except ValueError as e:
+        raise CompileError(f"the C compiler command {settings.cc!r} (settings.cc / CC) cannot be "
+                           f"split into words: {e}") from None
     if not cmd:
         raise CompileError("no C compiler configured (settings.cc / CC is empty)")
     return cmd

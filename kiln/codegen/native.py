@@ -34,6 +34,7 @@ from kiln.errors import CompileError
 from kiln.ir.expr import Call, Constant, Function, Op, Tuple, TupleGetItem, Var
 from kiln.ir.types import TensorType, TupleType, Type
 from kiln.ir.visitor import post_order
+from kiln.target import native_vector_bytes
 from kiln.te import expr as E
 from kiln.te.dag import ComputeDAG
 from kiln.te.default_schedule import default_schedule
@@ -61,24 +62,9 @@ KERNELS_PER_CHUNK = 48
 ScheduleLookup = Callable[[ComputeDAG, str], Any]
 
 
-@functools.cache
-def _vector_bytes_for(cc: str) -> int:
-    try:
-        out = subprocess.run([*shlex.split(cc), "-march=native", "-dM", "-E", "-x", "c",
-                              "/dev/null"], capture_output=True, text=True, timeout=60, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return 16
-    macros = set(re.findall(r"#define (\w+)", out.stdout))
-    if "__AVX512F__" in macros:
-        return 64
-    if "__AVX__" in macros:
-        return 32
-    return 16
-
-
 def detect_vector_bytes() -> int:
     """Vector register bytes of ``-march=native`` (64 with AVX-512F, 32 with AVX, else 16)."""
-    return _vector_bytes_for(settings.cc)
+    return native_vector_bytes()
 
 
 @functools.cache
@@ -88,7 +74,7 @@ def _float16_for(cc: str) -> bool:
         proc = subprocess.run([*shlex.split(cc), "-march=native", "-std=c99", "-x", "c", "-c",
                                "-o", "/dev/null", "-"], input=snippet, capture_output=True,
                               text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, subprocess.SubprocessError, ValueError):  # ValueError: CC does not parse
         return False
     return proc.returncode == 0
 

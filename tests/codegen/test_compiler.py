@@ -117,6 +117,12 @@ def test_missing_compiler_names_the_command(monkeypatch: pytest.MonkeyPatch) -> 
     assert "command: /nonexistent/cc" in message
 
 
+def test_unparsable_compiler_command_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(settings, "cc", 'cc -DX="')
+    with pytest.raises(CompileError, match=r"C compiler command 'cc -DX=\"' .* cannot be split"):
+        compile_cached(SCALE, "scale")
+
+
 def test_syntax_error_gives_command_and_stderr(cache_dir: Path) -> None:
     with pytest.raises(CompileError) as info:
         compile_cached("int broken( {\n", "broken")
