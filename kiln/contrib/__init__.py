@@ -1,11 +1,12 @@
-"""``tvm.contrib``: the graph executor and the debugger (loaded on first use)."""
+"""``tvm.contrib``: the graph executor (also under its pre-0.8 name), the debugger and utils (loaded
+on first use)."""
 
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
-__all__ = ["debugger", "graph_executor"]
+__all__ = ["debugger", "graph_executor", "graph_runtime", "utils"]
 
 
 def __getattr__(name: str) -> Any:
