@@ -5,6 +5,7 @@ from kiln.transform.alter_op_layout import AlterOpLayout
 from kiln.transform.annotate_target import AnnotateTarget
 from kiln.transform.bind_params import bind_params_by_name
 from kiln.transform.canonicalize_ops import CanonicalizeOps
+from kiln.transform.convert_layout import ConvertLayout
 from kiln.transform.dead_code import DeadCodeElimination, ToGraphNormalForm
 from kiln.transform.eliminate_common_subexpr import EliminateCommonSubexpr
 from kiln.transform.fold_constant import FoldConstant, FoldConstantExpr
@@ -34,6 +35,7 @@ from kiln.transform.simplify_inference import SimplifyInference
 __all__ = [
     "BackwardFoldScaleAxis",
     "CanonicalizeOps",
+    "ConvertLayout",
     "DeadCodeElimination",
     "DefuseOps",
     "DumpIR",

@@ -26,10 +26,10 @@ Block sizes (``L`` = lanes of the dtype in one vector register, :meth:`Target.ve
   the largest divisor of ``N`` up to ``2 L`` (TVM's rule: ``N = 10`` at 4 lanes gives 5).
 
 Left alone: grouped convolutions that are not depthwise, depthwise multipliers above 1,
-convolutions in other layouts (``NHWC``/``HWIO``: ``ConvertLayout`` territory; changing them
-would also change what TVM's x86 rules produce), integer convolutions (TVM packs those for VNNI
-instead), ``nn.matmul``/``nn.batch_matmul`` (no packed variant), and dense with a weight that is
-not a constant.
+convolutions in other layouts (``NHWC``/``HWIO``: run :mod:`~kiln.transform.convert_layout`
+first; changing them here would also change what TVM's x86 rules produce), integer convolutions
+(TVM packs those for VNNI instead), ``nn.matmul``/``nn.batch_matmul`` (no packed variant), and
+dense with a weight that is not a constant.
 """
 
 from __future__ import annotations
