@@ -78,7 +78,35 @@ def load_model(model: Any) -> onnx.ModelProto:
     if not proto.HasField("graph") or not proto.graph.output:
         raise FrontendError("the ONNX model has no graph or no graph outputs; the file is corrupt, "
                             "truncated, or not an ONNX model")
+    _check_text(proto.graph, "graph")
     return proto
+
+
+def _check_text(graph: onnx.GraphProto, where: str) -> None:
+    """Raise when a name in ``graph`` (or a subgraph) is not valid UTF-8 text.
+
+    Protobuf hands such string fields to Python as ``bytes``; they only appear in corrupt files.
+    """
+    def bad(value: object, what: str) -> None:
+        if isinstance(value, bytes):
+            raise FrontendError(f"the ONNX model is corrupt: {what} in {where} is not valid UTF-8 "
+                                f"text ({value!r})")
+
+    for kind, items in (("input", graph.input), ("output", graph.output),
+                        ("value_info", graph.value_info), ("initializer", graph.initializer)):
+        for i, item in enumerate(items):
+            bad(item.name, f"the name of {kind} #{i}")
+    for i, node in enumerate(graph.node):
+        for field in ("name", "op_type", "domain"):
+            bad(getattr(node, field), f"the {field} of node #{i}")
+        for j, value in enumerate(node.input):
+            bad(value, f"input {j} of node #{i}")
+        for j, value in enumerate(node.output):
+            bad(value, f"output {j} of node #{i}")
+        for attr in node.attribute:
+            bad(attr.name, f"an attribute name of node #{i}")
+            for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                _check_text(sub, f"a subgraph of node #{i} ({attr.name!r})")
 
 
 def model_opset(proto: onnx.ModelProto, override: int | None) -> int:

@@ -3,6 +3,8 @@ control flow, function expansion, and errors that say what went wrong."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import onnx
 import pytest
@@ -270,6 +272,27 @@ def test_corrupt_files_are_frontend_errors(tmp_path, damage):
     path.write_bytes(data)
     with pytest.raises(FrontendError, match="corrupt|truncated|malformed|no graph"):
         from_onnx(str(path))
+
+
+def test_names_that_are_not_utf8_are_frontend_errors():
+    model, _ = _conv_model()
+    model.graph.node[0].name = "conv_zz_node"
+    data = model.SerializeToString().replace(b"conv_zz_node", b"conv_\xe6\xff_node")
+    with pytest.raises(FrontendError, match=r"name of node #0 in graph is not valid UTF-8"):
+        from_onnx(data)
+
+
+def test_random_byte_damage_gives_frontend_errors_only():
+    """Flip a few bytes of a valid model many times: every failure is a FrontendError."""
+    model, _ = _conv_model()
+    data = model.SerializeToString()
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        damaged = bytearray(data)
+        for pos in rng.integers(0, len(data), size=rng.integers(1, 4)):
+            damaged[pos] = int(rng.integers(0, 256))
+        with contextlib.suppress(FrontendError):  # anything else fails the test
+            from_onnx(bytes(damaged))
 
 
 def test_missing_file_and_wrong_argument_type():
