@@ -255,3 +255,46 @@ def test_kernel_sees_exact_shapes(fixtures_dir: Path) -> None:
     assert seen["tvmgen_default_fused_split"] == [((2, 6), "float32")] + [((2, 2), "float32")] * 3
     assert seen["tvmgen_default_fused_greater"][-1] == ((2, 2), "bool")
     assert seen["tvmgen_default_fused_cast"] == [((2, 6), "float32"), ((2, 6), "float16")]
+
+
+def _mutate(value: object, rng: np.random.Generator) -> object:
+    """``value`` with one random entry (at any depth) deleted or replaced by a junk value."""
+    if isinstance(value, dict) and value:
+        key = list(value)[int(rng.integers(len(value)))]
+        if rng.random() < 0.3:
+            del value[key]
+        else:
+            value[key] = _mutate(value[key], rng)
+        return value
+    if isinstance(value, list) and value:
+        i = int(rng.integers(len(value)))
+        if rng.random() < 0.3:
+            value.pop(i)
+        else:
+            value[i] = _mutate(value[i], rng)
+        return value
+    return [0, -1, 7, "x", None, [1], 2.5, "float64"][int(rng.integers(8))]
+
+
+def test_damaged_graph_json_gives_kiln_errors_only() -> None:
+    """Randomly damaged graph JSON: the executor runs correctly or raises a KilnError."""
+    import copy
+    import json
+
+    x = kiln.relay.var("x", shape=(2, 3))
+    y = kiln.relay.nn.relu(kiln.relay.exp(x) + kiln.relay.const(1.0))
+    mod = kiln.IRModule.from_expr(kiln.relay.Function([x], y))
+    with kiln.transform.PassContext(opt_level=0):
+        lib = kiln.relay.build(mod, target="numpy")
+    graph = json.loads(lib.get_graph_json())
+    rng = np.random.default_rng(5)
+    data = np.full((2, 3), 0.5, np.float32)
+    for _ in range(300):
+        damaged = json.dumps(_mutate(copy.deepcopy(graph), rng))
+        try:
+            module = graph_executor.create(damaged, lib.get_lib(), kiln.cpu())
+            module.set_input("x", data)
+            module.run()
+            module.get_output(0)
+        except KilnError:
+            continue

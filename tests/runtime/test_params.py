@@ -317,3 +317,23 @@ def test_save_rejects_unsupported_values() -> None:
 def test_runtime_facade_exports_the_functions() -> None:
     blob = kiln.runtime.save_param_dict({"w": np.arange(3, dtype="int32")})
     np.testing.assert_array_equal(kiln.runtime.load_param_dict(blob)["w"].numpy(), [0, 1, 2])
+
+
+def test_damaged_blobs_give_params_format_errors_only() -> None:
+    """Truncate or flip bytes of a real blob many times: it loads or fails with ParamsFormatError."""
+    blob = bytes(save_param_dict({"a": np.ones((3, 4), np.float32),
+                                  "b": np.arange(5, dtype=np.int64),
+                                  "c": np.array(True)}))
+    rng = np.random.default_rng(5)
+    for _ in range(500):
+        damaged = bytearray(blob)
+        if rng.random() < 0.3:
+            damaged = damaged[: int(rng.integers(0, len(blob)))]
+        else:
+            for pos in rng.integers(0, len(blob), size=rng.integers(1, 4)):
+                damaged[pos] = int(rng.integers(0, 256))
+        try:
+            loaded = load_param_dict(bytes(damaged))
+        except ParamsFormatError:
+            continue
+        assert all(isinstance(v, NDArray) for v in loaded.values())
