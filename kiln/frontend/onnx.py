@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+import kiln.op as K
 from kiln.errors import FrontendError, KilnError, KilnTypeError, UnsupportedOpError
 from kiln.frontend import (  # noqa: F401  (importing a family registers its converters)
     onnx_conv,
@@ -71,7 +72,7 @@ __all__ = ["from_onnx", "supported_ops"]
 def supported_ops() -> list[str]:
     """ONNX op types (default domain) with a converter; others may still import via their
     ONNX function definition."""
-    return sorted({*CONVERTERS, "Constant", "If"})
+    return sorted({*CONVERTERS, "Constant", "If", "Scan"})
 
 
 def from_onnx(
@@ -281,10 +282,13 @@ class _Importer:
     # --- graphs and nodes ----------------------------------------------------------------------
     def convert_graph(self, graph: onnx.GraphProto, scope: _Scope, prefix: str,
                       opset: int | None = None, source: str | None = None,
-                      caller_attrs: dict[str, onnx.AttributeProto] | None = None) -> list[Expr]:
-        """Convert every node of ``graph`` into ``scope``; the graph's outputs."""
+                      caller_attrs: dict[str, onnx.AttributeProto] | None = None,
+                      bind: bool = True) -> list[Expr]:
+        """Convert every node of ``graph`` into ``scope``; the graph's outputs. ``bind=False``:
+        its initializers are already in ``scope`` (a Scan body converted once per step)."""
         opset = self.opset if opset is None else opset
-        self.bind_initializers(graph, scope)
+        if bind:
+            self.bind_initializers(graph, scope)
         for idx, node in enumerate(graph.node):
             name = node_name(node, idx, prefix)
             self.convert_node(node, scope, name, opset, source or name, caller_attrs)
@@ -343,7 +347,9 @@ class _Importer:
             return [self.constant_node(ctx)]
         if node.op_type == "If":
             return self.convert_if(ctx, scope, source)
-        if node.op_type in ("Loop", "Scan"):
+        if node.op_type == "Scan":
+            return self.convert_scan(ctx, scope, source)
+        if node.op_type == "Loop":
             raise ctx.unsupported(LOOP_DETAIL)
         spec = CONVERTERS.get(node.op_type)
         if spec is not None:
@@ -400,6 +406,80 @@ class _Importer:
         if len(outputs) != ctx.num_outputs:
             raise ctx.error(f"{branch} has {len(outputs)} outputs, the node declares {ctx.num_outputs}")
         return list(outputs)
+
+    def convert_scan(self, ctx: NodeContext, scope: _Scope, source: str) -> list[Expr | None]:
+        """Unroll a Scan over its (static) scan length: one copy of the body per step.
+
+        Opset 9 and later: inputs are ``N`` initial states then ``M`` scan inputs, each sliced
+        along its ``scan_input_axes`` entry (from the end for direction 1); the body maps
+        ``(states, slices)`` to ``(states, scan output slices)``, which are stacked along
+        ``scan_output_axes`` (in reverse order for direction 1). Opset 8 adds a leading batch
+        axis to every input and output (scan axis 1) and an optional ``sequence_lens``, which
+        must be absent: each batch row is scanned on its own and the rows are stacked again.
+        """
+        body: onnx.GraphProto = ctx.attrs["body"]
+        m = int(ctx.attrs["num_scan_inputs"])
+        batched = ctx.opset < 9
+        inputs = list(ctx.inputs)
+        if batched:
+            if inputs and inputs[0] is not None:
+                raise ctx.unsupported("Scan-8 with sequence_lens (per-row lengths are dynamic)")
+            inputs = inputs[1:]
+        n = len(inputs) - m
+        k = len(body.output) - n
+        if n < 0 or k < 0 or len(body.input) != n + m or any(x is None for x in inputs):
+            raise ctx.error(f"Scan with {len(inputs)} inputs, num_scan_inputs={m} and a body of "
+                            f"{len(body.input)} inputs and {len(body.output)} outputs is malformed")
+        body_scope = _Scope(scope)
+        self.bind_initializers(body, body_scope)
+
+        def scan(states: list[Expr], scans: list[Expr], prefix: str) -> list[Expr]:
+            in_axes = [a + self._rank(x) if a < 0 else a for a, x in zip(
+                ctx.attrs.get("scan_input_axes", [0] * m), scans)]
+            in_dirs = ctx.attrs.get("scan_input_directions", [0] * m)
+            lengths = {self._shape(x)[a] for x, a in zip(scans, in_axes)}
+            if len(lengths) != 1 or 0 in lengths:
+                raise ctx.error(f"scan inputs have scan lengths {sorted(lengths)}; Kiln unrolls "
+                                "one common, non-zero length")
+            steps = lengths.pop()
+            collected: list[list[Expr]] = [[] for _ in range(k)]
+            for t in range(steps):
+                slices = [K.take(x, Constant(np.array(steps - 1 - t if d else t, np.int64)), axis=a)
+                          for x, a, d in zip(scans, in_axes, in_dirs)]
+                step_scope = _Scope(body_scope)
+                for vi, value in zip(body.input, [*states, *self.finish(slices, source)]):
+                    step_scope.values[vi.name] = value
+                outs = self.convert_graph(body, step_scope, f"{prefix}step{t}/", ctx.opset,
+                                          bind=False)
+                states = outs[:n]
+                for j in range(k):
+                    collected[j].append(outs[n + j])
+            out_axes = ctx.attrs.get("scan_output_axes", [0] * k)
+            out_dirs = ctx.attrs.get("scan_output_directions", [0] * k)
+            stacked = []
+            for parts, a, d in zip(collected, out_axes, out_dirs):
+                parts = parts[::-1] if d else parts
+                stacked.append(K.stack(parts, axis=a + self._rank(parts[0]) + 1 if a < 0 else a))
+            return [*states, *stacked]
+
+        if not batched:
+            return list(scan(inputs[:n], inputs[n:], f"{ctx.name}/"))
+        rows = {self._shape(x)[0] for x in inputs}
+        if len(rows) != 1:
+            raise ctx.error(f"Scan-8 inputs have batch sizes {sorted(rows)}")
+        per_row = [scan([K.take(x, Constant(np.array(b, np.int64)), axis=0) for x in inputs[:n]],
+                        [K.take(x, Constant(np.array(b, np.int64)), axis=0) for x in inputs[n:]],
+                        f"{ctx.name}/row{b}/") for b in range(rows.pop())]
+        return [K.stack([row[j] for row in per_row], axis=0) for j in range(n + k)]
+
+    def _shape(self, expr: Expr) -> tuple[int, ...]:
+        ty = self.type_of(expr)
+        if not isinstance(ty, TensorType):
+            raise FrontendError(f"expected a tensor, got {format_type(ty)}")
+        return tuple(int(d) for d in ty.shape)
+
+    def _rank(self, expr: Expr) -> int:
+        return len(self._shape(expr))
 
     # --- function expansion ------------------------------------------------------------------
     def expand_function(self, fn: onnx.FunctionProto, ctx: NodeContext,

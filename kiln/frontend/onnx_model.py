@@ -43,7 +43,8 @@ __all__ = [
 ]
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
-LOOP_DETAIL = "loops are not supported; Kiln compiles static, loop-free graphs"
+LOOP_DETAIL = ("Loop is not supported (its trip count and condition are dynamic); Kiln compiles "
+               "static, loop-free graphs (Scan is unrolled)")
 
 # onnx.checker findings that make a graph meaningless; others (a missing output shape, an
 # op the checker does not know) are reported only if the import then fails.
@@ -254,7 +255,7 @@ def find_unsupported(proto: onnx.ModelProto, opset: int,
                        else f"{node.domain}.{node.op_type}", detail)
                 problems.setdefault(key, []).append(name)
             for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH and node.op_type == "If":
+                if attr.type == onnx.AttributeProto.GRAPH and node.op_type in ("If", "Scan"):
                     visit(attr.g, f"{name}/{attr.name}/")
 
     visit(proto.graph, "")
@@ -288,9 +289,9 @@ def _node_problem(node: onnx.NodeProto, opset: int, registered: set[str],
     if node.domain not in DEFAULT_DOMAINS:
         return f"domain {node.domain!r} is not supported"
     op_type = node.op_type
-    if op_type in ("Constant", "If"):
+    if op_type in ("Constant", "If", "Scan"):
         return None
-    if op_type in ("Loop", "Scan"):
+    if op_type == "Loop":
         return LOOP_DETAIL
     spec = CONVERTERS.get(op_type)
     if spec is None:

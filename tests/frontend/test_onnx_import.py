@@ -259,7 +259,7 @@ def test_unsupported_ops_are_listed_together_before_conversion():
         from_onnx(model)
     text = str(err.value)
     assert "at opset 15" in text and "'f1', 'f2'" in text and "com.vendor.Weird" in text
-    assert "Loop: nodes 'loop' (loops are not supported" in text and "auto_pad='DIAGONAL'" in text
+    assert "Loop: nodes 'loop' (Loop is not supported" in text and "auto_pad='DIAGONAL'" in text
     assert len(err.value.problems) == 4
 
 
