@@ -570,6 +570,9 @@ class CCodegen:
             return f"({name}({arg}) != 0)"
         if name.startswith(("bitwise_", "shift_")):
             return self._int_call(name, args, dt)
+        if name == "reinterpret":  # the same bits as another type: a union compound literal
+            src = c_type(e.args[0].dtype)
+            return f"((union {{ {src} s; {c_type(dt)} d; }}){{ .s = {args[0]} }}).d"
         if not E.is_float_dtype(dt):
             raise CompileError(f"intrinsic {name} is not defined for {dt}")
         if dt == "float16":

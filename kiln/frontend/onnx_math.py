@@ -192,6 +192,13 @@ def _cast(ctx: NodeContext) -> Expr:
     return x if ctx.dtype(x) == target else ew.cast(x, target)
 
 
+@converter("BitCast", needs=("reinterpret",), check=_check_cast)
+def _bitcast(ctx: NodeContext) -> Expr:
+    x = ctx.input(0)
+    target = onnx_dtype(_cast_target(ctx.attr("to")), f"BitCast node {ctx.name!r} target")
+    return x if ctx.dtype(x) == target else ew.reinterpret(x, target)
+
+
 @converter("CastLike", needs=("cast",))
 def _cast_like(ctx: NodeContext) -> Expr:
     x, target = ctx.input(0), ctx.dtype(1)

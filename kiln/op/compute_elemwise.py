@@ -184,6 +184,13 @@ def _cast_compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) -> te.Ten
     return te.compute(x.shape, lambda *i: E.cast(x(*i), dtype), name="T_cast", tag="elemwise")
 
 
+def _reinterpret_compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) -> te.Tensor:
+    x = inputs[0]
+    dtype = _out(out_type).dtype
+    return te.compute(x.shape, lambda *i: E.Call("reinterpret", (x(*i),), dtype),
+                      name="T_reinterpret", tag="elemwise")
+
+
 def _where_compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) -> te.Tensor:
     cond, x, y = inputs
     out = _out(out_type)
@@ -206,6 +213,7 @@ def _register() -> None:
     get_op_def("cast_like").compute = lambda inputs, attrs, out: _cast_compute(inputs[:1], attrs,
                                                                                out)
     get_op_def("where").compute = _where_compute
+    get_op_def("reinterpret").compute = _reinterpret_compute
 
 
 _register()

@@ -32,6 +32,7 @@ __all__ = [
     "cast",
     "cast_like",
     "clip",
+    "reinterpret",
     "where",
 ]
 
@@ -264,6 +265,22 @@ register_op("cast", num_inputs=1, type_rel=_cast_rel,
             pattern=OpPattern.ELEMWISE, attrs_type=CastAttrs, doc="convert dtype")
 
 
+def _reinterpret_rel(types: list[Type], attrs: CastAttrs) -> Type:
+    x = tensor_arg(types, 0, "reinterpret")
+    if attrs.dtype == "bool" or np_dtype(x.dtype).itemsize != np_dtype(attrs.dtype).itemsize:
+        raise KilnTypeError(f"reinterpret: cannot reinterpret {x.dtype} as {attrs.dtype}: both "
+                            "must have the same bit width, and bool is only a source (its bytes "
+                            "are 0 or 1)")
+    return TensorType(x.shape, attrs.dtype)
+
+
+register_op("reinterpret", num_inputs=1, type_rel=_reinterpret_rel,
+            reference=lambda args, attrs, out: np.asarray(args[0], order="C").view(
+                np_dtype(attrs.dtype)),
+            pattern=OpPattern.ELEMWISE, attrs_type=CastAttrs,
+            doc="the same bits read as another dtype of the same width")
+
+
 def _cast_like_rel(types: list[Type], attrs: Any) -> Type:
     x = tensor_arg(types, 0, "cast_like")
     like = tensor_arg(types, 1, "cast_like", "dtype_like")
@@ -334,6 +351,11 @@ def clip(a: Expr, a_min: float, a_max: float) -> Call:
 def cast(data: Expr, dtype: str) -> Call:
     """Convert ``data`` to ``dtype`` (floats to ints truncate toward zero)."""
     return make_call("cast", [data], CastAttrs(dtype=as_dtype(dtype)))
+
+
+def reinterpret(data: Expr, dtype: str) -> Call:
+    """The bits of ``data`` read as ``dtype`` (same width; ``relay.reinterpret``, ONNX BitCast)."""
+    return make_call("reinterpret", [data], CastAttrs(dtype=as_dtype(dtype)))
 
 
 def cast_like(data: Expr, dtype_like: Expr) -> Call:

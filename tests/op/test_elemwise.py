@@ -236,3 +236,50 @@ def test_broadcast_relation_matches_numpy(a, b, mask_a, mask_b):
     y = relay.var("y", shape=b)
     mod = relay.transform.InferType()(relay.IRModule.from_expr(x + y))
     assert mod["main"].ret_type == TensorType(want)
+
+
+# --- reinterpret (ONNX BitCast) ------------------------------------------------------------------
+
+_REINTERPRET = [("float32", "int32"), ("int32", "float32"), ("float64", "int64"),
+                ("uint16", "int16"), ("int8", "uint8"), ("bool", "uint8"), ("float16", "uint16")]
+
+
+def _bits_input(dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    rng = np.random.default_rng(7)
+    if dtype == "bool":
+        return rng.random(shape) < 0.5
+    if dtype.startswith("float"):
+        return (rng.standard_normal(shape) * 1e3).astype(dtype)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, size=shape, endpoint=True).astype(dtype)
+
+
+@pytest.fixture(scope="module")
+def reinterpret_compiled() -> dict:
+    from tests.op._compute_native import Case, run_cases, var
+
+    cases = {}
+    for src, dst in _REINTERPRET:
+        for shape in ((), (7,), (3, 5)):
+            x = _bits_input(src, shape)
+            cases[f"{src}-{dst}-{len(shape)}"] = Case(
+                lambda x=x, dst=dst: relay.reinterpret(var("x", x), dst), {"x": x})
+    return dict(run_cases(cases))
+
+
+@pytest.mark.parametrize("src,dst", _REINTERPRET)
+@pytest.mark.parametrize("ndim", [0, 1, 2])
+def test_reinterpret_keeps_the_bits(reinterpret_compiled, src, dst, ndim):
+    case = reinterpret_compiled[f"{src}-{dst}-{ndim}"]
+    x = case.inputs["x"]
+    want = x.reshape(-1).view(np.uint8)  # the input's bytes
+    for got in (case.expected[0], case.outputs[0]):  # reference kernel, compiled C
+        assert got.dtype == np.dtype(dst) and got.shape == x.shape
+        np.testing.assert_array_equal(got.reshape(-1).view(np.uint8), want)
+
+
+@pytest.mark.parametrize("src,dst", [("float32", "int16"), ("int32", "bool"), ("float64", "float32")])
+def test_reinterpret_needs_equal_widths(src, dst):
+    x = relay.var("x", shape=(2,), dtype=src)
+    with pytest.raises(KilnTypeError, match=f"cannot reinterpret {src} as {dst}"):
+        evaluate(relay.Function([x], relay.reinterpret(x, dst)), {"x": np.zeros(2, src)})
