@@ -67,12 +67,15 @@ from kiln.op.registry import get_op_def
 
 __all__ = ["from_onnx", "supported_ops"]
 
+# Most iterations of a Loop or steps of a Scan unrolled at import.
+MAX_UNROLL = 4096
+
 
 
 def supported_ops() -> list[str]:
     """ONNX op types (default domain) with a converter; others may still import via their
     ONNX function definition."""
-    return sorted({*CONVERTERS, "Constant", "If", "Scan"})
+    return sorted({*CONVERTERS, "Constant", "If", "Loop", "Scan"})
 
 
 def from_onnx(
@@ -350,7 +353,7 @@ class _Importer:
         if node.op_type == "Scan":
             return self.convert_scan(ctx, scope, source)
         if node.op_type == "Loop":
-            raise ctx.unsupported(LOOP_DETAIL)
+            return self.convert_loop(ctx, scope)
         spec = CONVERTERS.get(node.op_type)
         if spec is not None:
             if spec.check is not None:
@@ -471,6 +474,63 @@ class _Importer:
                         [K.take(x, Constant(np.array(b, np.int64)), axis=0) for x in inputs[n:]],
                         f"{ctx.name}/row{b}/") for b in range(rows.pop())]
         return [K.stack([row[j] for row in per_row], axis=0) for j in range(n + k)]
+
+    def convert_loop(self, ctx: NodeContext, scope: _Scope) -> list[Expr | None]:
+        """Unroll a Loop whose trip count and every condition are known at import.
+
+        Each iteration converts the body with the iteration number and the condition as
+        constants; the loop stops after ``M`` iterations or after the first iteration whose
+        ``cond`` output is false, and its scan outputs are stacked along a new first axis.
+        A trip count or condition that depends on graph inputs cannot be unrolled: bind those
+        inputs with ``const_inputs=`` or the import fails with the reason.
+        """
+        body: onnx.GraphProto = ctx.attrs["body"]
+        trip = ctx.value(0) if ctx.has_input(0) else None
+        cond = ctx.value(1) if ctx.has_input(1) else np.array(True)
+        if (ctx.has_input(0) and trip is None) or cond is None:
+            unknown = [ctx.input(i) for i in (0, 1) if ctx.has_input(i) and ctx.value(i) is None]
+            names = sorted({n for x in unknown for n in self.inputs_of(x)})
+            raise InputDependentError(
+                ctx.op_type, ctx.name, "Loop whose trip count or condition depends on graph "
+                "input(s) " + ", ".join(repr(n) for n in names) + "; " + LOOP_DETAIL,
+                ctx.opset, names)
+        limit = int(np.asarray(trip).reshape(-1)[0]) if trip is not None else None
+        if (limit is not None and limit > MAX_UNROLL) or (limit is None and not bool(cond)):
+            raise ctx.unsupported(f"Loop of {limit} iterations (Kiln unrolls at most {MAX_UNROLL})")
+        states = [x for x in ctx.inputs[2:]]
+        n = len(states)
+        k = len(body.output) - 1 - n
+        if k < 0 or len(body.input) != 2 + n or any(x is None for x in states):
+            raise ctx.error(f"Loop with {n} carried values and a body of {len(body.input)} inputs "
+                            f"and {len(body.output)} outputs is malformed")
+        body_scope = _Scope(scope)
+        self.bind_initializers(body, body_scope)
+        collected: list[list[Expr]] = [[] for _ in range(k)]
+        i = 0
+        while bool(np.asarray(cond).reshape(-1)[0]) and (limit is None or i < limit):
+            if i >= MAX_UNROLL:
+                raise ctx.unsupported(f"Loop runs more than {MAX_UNROLL} iterations")
+            step_scope = _Scope(body_scope)
+            for vi, value in zip(body.input, [Constant(np.array(i, np.int64)),
+                                              Constant(np.asarray(cond, np.bool_).reshape(())),
+                                              *states]):
+                step_scope.values[vi.name] = value
+            outs = self.convert_graph(body, step_scope, f"{ctx.name}/iter{i}/", ctx.opset,
+                                      bind=False)
+            cond = self.value_of(outs[0])
+            if cond is None:
+                names = self.inputs_of(outs[0])
+                raise InputDependentError(
+                    ctx.op_type, ctx.name, f"Loop whose condition (iteration {i}) depends on "
+                    "graph input(s) " + ", ".join(repr(n) for n in names) + "; " + LOOP_DETAIL,
+                    ctx.opset, names)
+            states = outs[1:1 + n]
+            for j in range(k):
+                collected[j].append(outs[1 + n + j])
+            i += 1
+        if k and i == 0:
+            raise ctx.unsupported("Loop of zero iterations with scan outputs (their shape is unknown)")
+        return [*states, *(K.stack(parts, axis=0) for parts in collected)]
 
     def _shape(self, expr: Expr) -> tuple[int, ...]:
         ty = self.type_of(expr)

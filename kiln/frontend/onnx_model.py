@@ -43,8 +43,8 @@ __all__ = [
 ]
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
-LOOP_DETAIL = ("Loop is not supported (its trip count and condition are dynamic); Kiln compiles "
-               "static, loop-free graphs (Scan is unrolled)")
+LOOP_DETAIL = ("a Loop is unrolled at import only when its trip count and conditions are known "
+               "then (bind the inputs they depend on with const_inputs=)")
 
 # onnx.checker findings that make a graph meaningless; others (a missing output shape, an
 # op the checker does not know) are reported only if the import then fails.
@@ -255,7 +255,7 @@ def find_unsupported(proto: onnx.ModelProto, opset: int,
                        else f"{node.domain}.{node.op_type}", detail)
                 problems.setdefault(key, []).append(name)
             for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH and node.op_type in ("If", "Scan"):
+                if attr.type == onnx.AttributeProto.GRAPH and node.op_type in ("If", "Loop", "Scan"):
                     visit(attr.g, f"{name}/{attr.name}/")
 
     visit(proto.graph, "")
@@ -289,10 +289,8 @@ def _node_problem(node: onnx.NodeProto, opset: int, registered: set[str],
     if node.domain not in DEFAULT_DOMAINS:
         return f"domain {node.domain!r} is not supported"
     op_type = node.op_type
-    if op_type in ("Constant", "If", "Scan"):
+    if op_type in ("Constant", "If", "Loop", "Scan"):
         return None
-    if op_type == "Loop":
-        return LOOP_DETAIL
     spec = CONVERTERS.get(op_type)
     if spec is None:
         return None if _has_schema_function(op_type, opset) else ""

@@ -1,4 +1,6 @@
-"""Scan, unrolled at import: directions, axes, several states and outputs, opset 8's batch form.
+"""Scan and Loop, unrolled at import: Scan's directions, axes, several states and outputs and
+opset 8's batch form; Loop with a known trip count, a condition that stops it early, and the
+errors for a trip count or condition that depend on graph inputs.
 
 Oracle: onnxruntime on the same model.
 """
@@ -9,7 +11,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from kiln.errors import UnsupportedOpError
+from kiln.errors import FrontendError, UnsupportedOpError
 from kiln.frontend.onnx import from_onnx
 from tests.frontend._onnx_helpers import init, make_model, node, run_kiln, run_ort, value_info
 
@@ -92,3 +94,72 @@ def test_body_initializers_become_one_param_each():
     assert list(params) == ["w"]  # bound once, shared by the five unrolled steps
     for a, e in zip(run_kiln(model, feeds, freeze_params=False), run_ort(model, feeds)):
         np.testing.assert_allclose(a, e, rtol=1e-6, atol=1e-6)
+
+
+def _loop_model(trip: int | None, stop_after: int | None = None, data_cond: bool = False) -> object:
+    """acc <- acc * 2 + i, also scanned out. cond_out: the incoming cond, or ``i < stop_after``
+    (known at import), or ``sum(acc) < 40`` (``data_cond``: depends on the graph input)."""
+    nodes = [node("Cast", ["i"], ["i_f"], to=1),
+             node("Mul", ["acc", "two"], ["acc2"]),
+             node("Add", ["acc2", "i_f"], ["acc_next"]),
+             node("Identity", ["acc_next"], ["acc_scan"])]
+    if data_cond:
+        nodes += [node("ReduceSum", ["acc_next"], ["total"], keepdims=0),
+                  node("Less", ["total", "forty"], ["cond_out"])]
+    elif stop_after is not None:
+        nodes.append(node("Less", ["i", "stop"], ["cond_out"]))
+    else:
+        nodes.append(node("Identity", ["cond"], ["cond_out"]))
+    body = helper.make_graph(
+        nodes, "body", [value_info("i", np.int64, []), value_info("cond", np.bool_, []),
+                        value_info("acc", F32, [2])],
+        [value_info("cond_out", np.bool_, []), value_info("acc_next", F32, [2]),
+         value_info("acc_scan", F32, [2])],
+        [init("two", np.array(2, F32)), init("forty", np.array(40, F32)),
+         init("stop", np.array(stop_after or 0, np.int64))])
+    inits = [init("M", np.array(trip, np.int64))] if trip is not None else []
+    inits.append(init("c0", np.array(True)))
+    loop = node("Loop", ["M" if trip is not None else "", "c0", "a0"], ["a_final", "a_all"],
+                body=body, name="loop")
+    return make_model([loop], [value_info("a0", F32, [2])],
+                      [value_info("a_final", F32, None), value_info("a_all", F32, None)], inits,
+                      opset=16)
+
+
+@pytest.mark.parametrize("trip, stop_after", [(5, None), (1, None), (50, 3), (None, 6)])
+def test_loop_matches_onnxruntime(trip, stop_after):
+    model = _loop_model(trip, stop_after)
+    feeds = {"a0": np.array([0.5, -1.0], F32)}
+    expected = run_ort(model, feeds)
+    actual = run_kiln(model, feeds)
+    for a, e in zip(actual, expected):
+        assert a.shape == e.shape
+        np.testing.assert_allclose(a, e, rtol=1e-6)
+
+
+def test_loop_with_an_input_trip_count_names_the_input_and_binds_with_const_inputs():
+    model = _loop_model(4)
+    model.graph.initializer.pop(0)  # M becomes a graph input
+    model.graph.input.append(value_info("M", np.int64, []))
+    with pytest.raises(FrontendError, match="Loop whose trip count or condition depends on graph "
+                                            "input.s. 'M'"):
+        from_onnx(model, shape={"a0": (2,), "M": ()})
+    feeds = {"a0": np.array([1.0, 2.0], F32), "M": np.array(4, np.int64)}
+    expected = run_ort(model, feeds)
+    actual = run_kiln(model, {"a0": feeds["a0"]}, const_inputs={"M": feeds["M"]})
+    for a, e in zip(actual, expected):
+        np.testing.assert_allclose(a, e, rtol=1e-6)
+
+
+def test_loop_whose_condition_depends_on_data_is_an_error():
+    model = _loop_model(None, data_cond=True)
+    with pytest.raises(FrontendError, match=r"Loop whose condition \(iteration 0\) depends on graph "
+                                            r"input.s. 'a0'"):
+        from_onnx(model, shape={"a0": (2,)})
+
+
+@pytest.mark.parametrize("trip, message", [(0, "zero iterations with scan outputs"),
+                                           (5000, "unrolls at most 4096")])
+def test_loops_that_cannot_be_unrolled_say_why(trip, message):
+    with pytest.raises(UnsupportedOpError, match=message):
+        from_onnx(_loop_model(trip), shape={"a0": (2,)})
