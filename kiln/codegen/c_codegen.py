@@ -40,7 +40,7 @@ from kiln.codegen.c_prelude import (
     vector_math_source,
 )
 from kiln.codegen.c_reduce import emit_horizontal_reduction
-from kiln.codegen.c_registers import register_element, register_indices, register_lanes
+from kiln.codegen.c_registers import own_exprs, register_element, register_indices, register_lanes
 from kiln.codegen.c_runtime import RUNTIME_DECLS, RUNTIME_SOURCE
 from kiln.codegen.c_vector import emit_vector_loop
 from kiln.errors import CompileError
@@ -279,7 +279,7 @@ class CCodegen:
     def _const_buffers(self, func: PrimFunc) -> None:
         seen: set[int] = set()
         for s in walk_stmts(func.body):
-            for e in _stmt_exprs(s):
+            for e in own_exprs(s):
                 for n in post_order(e):
                     if isinstance(n, BufferLoad) and n.buffer.kind == "const" \
                             and id(n.buffer) not in seen:
@@ -641,16 +641,6 @@ def _balanced(text: str) -> bool:
             if depth < 0:
                 return False
     return depth == 0
-
-
-def _stmt_exprs(s: Stmt) -> list[PrimExpr]:
-    if isinstance(s, Store):
-        return [s.index, s.value]
-    if isinstance(s, (LetStmt, Evaluate)):
-        return [s.value]
-    if isinstance(s, IfThenElse):
-        return [s.condition]
-    return []
 
 
 def _loop_ranges(s: Stmt) -> dict[Var, tuple[int, int]]:
