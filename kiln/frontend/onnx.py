@@ -29,6 +29,7 @@ import kiln.op as K
 from kiln.errors import FrontendError, KilnError, KilnTypeError, UnsupportedOpError
 from kiln.frontend import (  # noqa: F401  (importing a family registers its converters)
     onnx_conv,
+    onnx_deform,
     onnx_image,
     onnx_math,
     onnx_nn,

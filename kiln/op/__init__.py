@@ -3,22 +3,23 @@
 Importing this package registers every operator. Builders (``add``, ``nn.conv2d``, ...) live in
 their family file and are re-exported under ``kiln.relay`` (``relay.add``, ``relay.nn.conv2d``).
 
-=================  ==========================================================================
-family             operators
-=================  ==========================================================================
-``elemwise``       unary/binary math, comparisons, logic, clip, cast, where
-``nn``             dense/matmul, activations, softmax, normalisations, dropout, pad, lrn, ...
-``conv``           conv1d/2d/3d, conv2d_transpose, NCHWc variants
-``pool``           max/avg/global/adaptive pooling
-``reduce``         sum, mean, max, min, prod, argmax, argmin, variance, ...
-``transform``      reshape, transpose, concatenate, split, slicing, gather/scatter, layout, ...
-``image``          resize
-``algorithm``      topk, sort, argsort, cumsum
-``vision``         detection helpers
-=================  ==========================================================================
+===================  ==========================================================================
+family               operators
+===================  ==========================================================================
+``elemwise``         unary/binary math, comparisons, logic, clip, cast, reinterpret, where
+``nn``               dense/matmul, activations, softmax, normalisations, dropout, pad, lrn, ...
+``conv``             conv1d/2d/3d, conv2d_transpose, NCHWc variants
+``deformable_conv``  deformable_conv2d (DCNv1, and DCNv2 with a mask)
+``pool``             max/avg/global/adaptive pooling
+``reduce``           sum, mean, max, min, prod, argmax, argmin, variance, ...
+``transform``        reshape, transpose, concatenate, split, slicing, gather/scatter, layout, ...
+``image``            resize
+``algorithm``        topk, sort, argsort, cumsum
+``vision``           detection helpers
+===================  ==========================================================================
 """
 
-from kiln.op import algorithm, conv, elemwise, image, nn, pool, reduce, transform, vision
+from kiln.op import algorithm, conv, deformable_conv, elemwise, image, nn, pool, reduce, transform, vision
 from kiln.op.algorithm import *
 from kiln.op.elemwise import *
 from kiln.op.reduce import *
