@@ -165,6 +165,7 @@ KERNELS: tuple[Gemm | Conv, ...] = (
     Gemm("gemm_bert_qkv", 128, 384, 384),
     Gemm("gemm_bert_ffn1", 128, 1536, 384),
     Gemm("gemm_bert_ffn2", 128, 384, 1536),
+    Gemm("gemm_head_n10", 360, 10, 64),  # a 10-class head: N below one vector
     Conv("conv_r18_64x56_3x3", 64, 56, 64, 3),
     Conv("conv_r18_128x28_3x3", 128, 28, 128, 3),
     Conv("conv_r18_256x14_3x3", 256, 14, 256, 3),

@@ -115,7 +115,9 @@ def _dense_pack_compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) -> 
     k = te.reduce_axis((0, data.shape[1]), name="k")
 
     def element(i: E.PrimExpr, j: E.PrimExpr) -> E.PrimExpr:
-        w = packed[te.floordiv(j, n), k.var, te.floormod(j, n)]
+        # one panel (N == n): column j is at [0, k, j], no division to get in a vector's way
+        w = packed[0, k.var, j] if packed.shape[0] == 1 else \
+            packed[te.floordiv(j, n), k.var, te.floormod(j, n)]
         return te.sum(E.cast(data[i, k.var], acc) * E.cast(w, acc), axis=k)
 
     result = te.compute(out.shape, element, name="T_dense_pack", tag="dense_pack")

@@ -64,10 +64,12 @@ class Buffer:
 
     @property
     def size(self) -> int:
-        """Elements to allocate (one past the largest offset)."""
+        """Elements to allocate: one past the largest offset, and whole padded rows when
+        ``storage_align`` padded a stride (TVM allocates ``extent * stride`` too)."""
         if any(d == 0 for d in self.shape):
             return 0
-        return 1 + sum((d - 1) * s for d, s in zip(self.shape, self.strides))
+        last = 1 + sum((d - 1) * s for d, s in zip(self.shape, self.strides))
+        return max([last, *(d * s for d, s in zip(self.shape, self.strides))])
 
     def flat_index(self, indices: tuple[PrimExpr, ...], mins: tuple[PrimExpr, ...]) -> PrimExpr:
         """The flat offset of element ``indices`` of a region starting at ``mins``."""

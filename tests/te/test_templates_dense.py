@@ -99,7 +99,8 @@ EPILOGUES = ["none", "bias_relu", "bias_gelu", "bias_residual"]
 # (M, N, K, panel): GEMV, rows that are not a multiple of any row tile, odd K, 8- and 5-wide
 # panels (ResNet's 1000 classes pack by 8), the transformer shapes.
 PACK_SHAPES = [(1, 1000, 64, 8), (1, 64, 24, 32), (5, 48, 7, 16), (13, 96, 33, 32),
-               (197, 192, 64, 32), (3, 40, 9, 8), (7, 10, 5, 5), (128, 384, 96, 32)]
+               (197, 192, 64, 32), (3, 40, 9, 8), (7, 10, 5, 5), (128, 384, 96, 32),
+               (37, 10, 64, 10), (9, 30, 20, 30)]
 
 
 def _dense_pack_case(rng: np.random.Generator, m: int, n: int, k: int, panel: int,
@@ -354,6 +355,18 @@ def test_dense_pack_schedule_structure():
     assert text.count("parallel") == 1 and "vectorize" in text and "unroll" in text
     assert sum(isinstance(s, ComputeAtStep) for s in state.transform_steps) == 1
     assert "T_dense_pack" in text and "T_multiply" in text.splitlines()[-1]
+
+
+@pytest.mark.parametrize("m, n, panel", [(360, 10, 10), (64, 30, 30), (5, 7, 7)])
+def test_odd_width_accumulators_stay_in_registers(m, n, panel):
+    """Columns that are no multiple of the vector width: the accumulator tile's rows are aligned
+    to whole vectors, so it lives in vector variables instead of a stack array that every step
+    would load and store with masks (a 10-class head ran 6x slower that way)."""
+    fdag = _dag(_pack_expr(m, n, 64, panel, "none"))
+    state = apply_template(fdag.dag, AVX512)
+    assert state is not None
+    code = CCodegen(64).function(lower(fdag.dag, state, args=fdag.args, name="kern"))
+    assert "vector variables" in code and "T_dense_pack_local[" not in code
 
 
 @pytest.mark.parametrize("build", [

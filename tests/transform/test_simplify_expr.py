@@ -446,4 +446,7 @@ def test_random_epilogues_after_a_reshape_keep_values(steps, seed):
     inputs = {"y": rng.uniform(-2, 2, (12, 16)).astype("float32"),
               "r": rng.uniform(-2, 2, (1, 3, 4, 16)).astype("float32"),
               "m": rng.uniform(-2, 2, (1, 1, 1, 16)).astype("float32")}
-    assert_same_values(before, after, inputs, rtol=2e-6, atol=1e-6)
+    # x / c -> x * (1 / c) moves a result by up to 3 float32 roundings (1.8e-7 relative); every
+    # later squaring doubles a relative difference
+    squarings = sum(s in ("pow2", "square_of_reshape") for s in steps)
+    assert_same_values(before, after, inputs, rtol=2e-6 * 2 ** squarings, atol=1e-6)

@@ -338,6 +338,8 @@ def _schedule_broadcast(state: State, acc: int, out: int, c: Contraction, tile: 
                         target: TargetInfo) -> None:
     """The broadcast-A register tiling of the product ``acc`` computed at the tile of ``out``."""
     p = c.batch_axes
+    if c.cols % tile.lanes:  # accumulator rows start on vector boundaries: they fit registers
+        state.storage_align(acc, p, tile.lanes, 0)
     _tile_output(state, out, p, tile.rows, [tile.vectors, tile.lanes])
     chunks = prod(c.op.shape[:p]) * -(-c.rows // tile.rows) * -(-c.cols // tile.cols)
     if _parallel_ok(c.op, c.depth, chunks, target):
