@@ -283,3 +283,24 @@ def test_reinterpret_needs_equal_widths(src, dst):
     x = relay.var("x", shape=(2,), dtype=src)
     with pytest.raises(KilnTypeError, match=f"cannot reinterpret {src} as {dst}"):
         evaluate(relay.Function([x], relay.reinterpret(x, dst)), {"x": np.zeros(2, src)})
+
+
+_WIDTHS = {"int8": 8, "uint8": 8, "bool": 8, "int16": 16, "uint16": 16, "float16": 16, "int32": 32,
+           "uint32": 32, "float32": 32, "int64": 64, "uint64": 64, "float64": 64}
+
+
+@settings(max_examples=60, deadline=None)
+@given(shape=st.lists(st.integers(0, 5), max_size=4), src=st.sampled_from(sorted(_WIDTHS)),
+       dst=st.sampled_from(sorted(_WIDTHS)))
+def test_reinterpret_relation(shape, src, dst):
+    """Same shape and the new dtype when the widths match (bool only as a source), else an error
+    naming both dtypes; NumPy's view of the bytes is the oracle for the rule."""
+    x = relay.var("x", shape=tuple(shape), dtype=src)
+    mod = relay.IRModule.from_expr(relay.reinterpret(x, dst))
+    if _WIDTHS[src] == _WIDTHS[dst] and dst != "bool":
+        ty = relay.transform.InferType()(mod)["main"].ret_type
+        assert tuple(ty.shape) == tuple(shape) and ty.dtype == dst
+        assert np.zeros(shape, src).view(dst).shape == tuple(shape)
+    else:
+        with pytest.raises(KilnTypeError, match=f"cannot reinterpret {src} as {dst}"):
+            relay.transform.InferType()(mod)
