@@ -36,6 +36,7 @@ from kiln.frontend import (  # noqa: F401  (importing a family registers its con
     onnx_quant,
     onnx_reduce,
     onnx_rnn,
+    onnx_sequence,
     onnx_tensor,
 )
 from kiln.frontend.onnx_common import (
