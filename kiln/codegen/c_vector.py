@@ -285,7 +285,8 @@ class VectorBody:
             self.stmt(body)
             return
         val = self.expr(self.mask)
-        widths = {32} | {_bits(b.dtype) for b in _memory_buffers(body, self.cg.registers)}
+        # every buffer's width, register tiles included: their masked updates blend by lane
+        widths = {32} | {_bits(b.dtype) for b in _memory_buffers(body, {})}
         for bits in sorted(widths):  # declared up front: branches inside must see them
             code = self.as_mask(val, bits)
             self.masks[bits] = code if code.isidentifier() else self.temp(self.mtype(bits), code)

@@ -37,6 +37,7 @@ from kiln.frontend import (  # noqa: F401  (importing a family registers its con
     onnx_reduce,
     onnx_rnn,
     onnx_sequence,
+    onnx_signal,
     onnx_tensor,
 )
 from kiln.frontend.onnx_common import (

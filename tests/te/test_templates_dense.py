@@ -297,25 +297,27 @@ def test_dense_with_batched_data_and_interpreter(rng):
     np.testing.assert_allclose(out, case.expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("kind", ["dense_pack", "matmul"])
-def test_float64_products(rng, kind):
-    """float64 operands: 8-lane vectors on AVX-512, the same tilings."""
-    x, w = rng.standard_normal((13, 24)), rng.standard_normal((32, 24))
+@pytest.mark.parametrize("kind, units, panel", [("dense_pack", 32, 16), ("matmul", 32, 32),
+                                                ("dense_pack", 9, 9), ("matmul", 9, 9)])
+def test_float64_products(rng, kind, units, panel):
+    """float64 operands: 8-lane vectors on AVX-512, the same tilings; 9 columns make masked
+    updates of a register tile of 64-bit lanes."""
+    x, w = rng.standard_normal((13, 24)), rng.standard_normal((units, 24))
     if kind == "dense_pack":
         expr = contrib_dense_pack(relay.var("x", shape=x.shape, dtype="float64"),
-                                  relay.var("w", shape=(2, 24, 16), dtype="float64"), "NC16n",
-                                  units=32)
-        inputs = {"x": x, "w": _pack(w, 16)}
+                                  relay.var("w", shape=(units // panel, 24, panel), dtype="float64"),
+                                  f"NC{panel}n", units=units)
+        inputs = {"x": x, "w": _pack(w, panel)}
     else:
         expr = relay.nn.matmul(relay.var("x", shape=x.shape, dtype="float64"),
-                               relay.var("w", shape=(24, 32), dtype="float64"))
+                               relay.var("w", shape=(24, units), dtype="float64"))
         inputs = {"x": x, "w": np.ascontiguousarray(w.T)}
     func = _typed(expr)
     state = apply_template(function_to_dag(func, "k").dag, AVX512)
     assert state is not None and "vectorize" in str(state)
     lib = build_native({"k": func.with_attr("Primitive", 1)},
                        schedule_lookup=lambda dag, name: state)
-    out = np.empty((13, 32))
+    out = np.empty((13, units))
     lib.kernel("k").bind([inputs[p.name_hint] for p in func.params] + [out])()
     np.testing.assert_allclose(out, x @ w.T, rtol=1e-12, atol=1e-12)
 
