@@ -43,13 +43,10 @@ def _matrices(rows: int, cols: int, length: int, inverse: bool, dtype: str,
     return ((np.cos(angle) * scale).astype(dtype), (np.sin(angle) * scale).astype(dtype))
 
 
-def _along_last(x: Expr, axis: int, rank: int) -> tuple[Expr, list[int]]:
-    """``x`` with ``axis`` moved last, and the permutation that moves it back."""
-    from kiln.op import transform as tf
-
+def _to_last(axis: int, rank: int) -> tuple[list[int], list[int]]:
+    """The permutation moving ``axis`` last, and the one moving it back."""
     perm = [i for i in range(rank) if i != axis] + [axis]
-    back = [perm.index(i) for i in range(rank)]
-    return (tf.transpose(x, perm) if axis != rank - 1 else x), back
+    return perm, [perm.index(i) for i in range(rank)]
 
 
 def dft(ctx: NodeContext, x: Expr, axis: int, length: int, inverse: bool, onesided: bool) -> Expr:
@@ -76,10 +73,12 @@ def dft(ctx: NodeContext, x: Expr, axis: int, length: int, inverse: bool, onesid
     outputs = length // 2 + 1 if onesided and not inverse else length
     cos, sin = _matrices(outputs, samples, length, inverse, dtype, hermitian=irfft)
     outer = [d for i, d in enumerate(shape[:-1]) if i != axis]
+    moved = axis != rank - 2  # the transformed axis is not already last once the pair axis goes
+    perm, back = _to_last(axis, rank - 1)
 
     def part(i: int) -> Expr:  # real (0) or imaginary (1) samples, the transformed axis last
-        return _along_last(tf.take(x, Constant(np.array(i, np.int64)), axis=rank - 1), axis,
-                           rank - 1)[0]
+        v = tf.take(x, Constant(np.array(i, np.int64)), axis=rank - 1)
+        return tf.transpose(v, perm) if moved else v
 
     def product(v: Expr, w: np.ndarray) -> Expr:
         flat = tf.reshape(v, (-1, samples))
@@ -98,8 +97,7 @@ def dft(ctx: NodeContext, x: Expr, axis: int, length: int, inverse: bool, onesid
         if not irfft:
             ic, rs = product(imag, cos), product(real, sin)
             yi = add(ic, rs) if inverse else subtract(ic, rs)
-    back = _along_last(x, axis, rank - 1)[1]
-    result = [r if axis == rank - 2 else tf.transpose(r, back) for r in (yr, yi) if r is not None]
+    result = [tf.transpose(r, back) if moved else r for r in (yr, yi) if r is not None]
     if len(result) == 1:
         return tf.expand_dims(result[0], rank - 1)
     return tf.stack(result, axis=rank - 1)
