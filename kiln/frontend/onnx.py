@@ -498,9 +498,9 @@ class _Importer:
                 "input(s) " + ", ".join(repr(n) for n in names) + "; " + LOOP_DETAIL,
                 ctx.opset, names)
         limit = int(np.asarray(trip).reshape(-1)[0]) if trip is not None else None
-        if (limit is not None and limit > MAX_UNROLL) or (limit is None and not bool(cond)):
+        if limit is not None and limit > MAX_UNROLL:
             raise ctx.unsupported(f"Loop of {limit} iterations (Kiln unrolls at most {MAX_UNROLL})")
-        states = [x for x in ctx.inputs[2:]]
+        states = list(ctx.inputs[2:])
         n = len(states)
         k = len(body.output) - 1 - n
         if k < 0 or len(body.input) != 2 + n or any(x is None for x in states):
@@ -531,9 +531,9 @@ class _Importer:
             for j in range(k):
                 collected[j].append(outs[1 + n + j])
             i += 1
-        if k and i == 0:
+        if i == 0 and any(ctx.wants_output(n + j) for j in range(k)):
             raise ctx.unsupported("Loop of zero iterations with scan outputs (their shape is unknown)")
-        return [*states, *(K.stack(parts, axis=0) for parts in collected)]
+        return [*states, *(K.stack(parts, axis=0) if parts else None for parts in collected)]
 
     def _shape(self, expr: Expr) -> tuple[int, ...]:
         ty = self.type_of(expr)

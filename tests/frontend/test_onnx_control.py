@@ -163,3 +163,18 @@ def test_loop_whose_condition_depends_on_data_is_an_error():
 def test_loops_that_cannot_be_unrolled_say_why(trip, message):
     with pytest.raises(UnsupportedOpError, match=message):
         from_onnx(_loop_model(trip), shape={"a0": (2,)})
+
+
+def test_loop_whose_first_condition_is_false_returns_the_initial_values():
+    body = helper.make_graph(
+        [node("Identity", ["cond"], ["cond_out"]), node("Add", ["acc", "acc"], ["acc_next"])],
+        "body", [value_info("i", np.int64, []), value_info("cond", np.bool_, []),
+                 value_info("acc", F32, [2])],
+        [value_info("cond_out", np.bool_, []), value_info("acc_next", F32, [2])])
+    model = make_model([node("Loop", ["", "c0", "a0"], ["a_final"], body=body)],
+                       [value_info("a0", F32, [2])], [value_info("a_final", F32, None)],
+                       [init("c0", np.array(False))], opset=16)
+    feeds = {"a0": np.array([3.0, 4.0], F32)}
+    (got,) = run_kiln(model, feeds)
+    np.testing.assert_array_equal(got, run_ort(model, feeds)[0])
+    np.testing.assert_array_equal(got, feeds["a0"])
