@@ -26,7 +26,7 @@ Output is deterministic: the same loop IR always gives the same text.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -334,6 +334,25 @@ class CCodegen:
         return self._f.registers
 
     # --- statements ---------------------------------------------------------------------------
+    def branch(self, s: IfThenElse, body: Callable[[Stmt], None]) -> None:
+        """``if``/``else`` around ``body`` of each case; a constant condition emits only the case
+        it chooses (decided already, e.g. in a copy of an unrolled loop)."""
+        if isinstance(s.condition, E.IntImm):
+            chosen = s.then_case if s.condition.value else s.else_case
+            if chosen is not None:
+                body(chosen)
+            return
+        self.emit(f"if ({self.cond(s.condition)}) {{")
+        self._f.indent += 1
+        body(s.then_case)
+        self._f.indent -= 1
+        if s.else_case is not None:
+            self.emit("} else {")
+            self._f.indent += 1
+            body(s.else_case)
+            self._f.indent -= 1
+        self.emit("}")
+
     def stmt(self, s: Stmt) -> None:
         """Emit a statement."""
         if isinstance(s, Seq):
@@ -355,21 +374,8 @@ class CCodegen:
             self.stmt(s.body)
             self._f.indent -= 1
             self.emit("}")
-        elif isinstance(s, IfThenElse) and isinstance(s.condition, E.IntImm):
-            chosen = s.then_case if s.condition.value else s.else_case
-            if chosen is not None:
-                self.stmt(chosen)
         elif isinstance(s, IfThenElse):
-            self.emit(f"if ({self.cond(s.condition)}) {{")
-            self._f.indent += 1
-            self.stmt(s.then_case)
-            self._f.indent -= 1
-            if s.else_case is not None:
-                self.emit("} else {")
-                self._f.indent += 1
-                self.stmt(s.else_case)
-                self._f.indent -= 1
-            self.emit("}")
+            self.branch(s, self.stmt)
         elif isinstance(s, Allocate):
             self._allocate(s)
         elif isinstance(s, Evaluate):

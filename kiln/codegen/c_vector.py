@@ -361,21 +361,8 @@ class VectorBody:
             else:
                 self.env[id(s.var)] = val
             self.stmt(s.body)
-        elif isinstance(s, IfThenElse) and isinstance(s.condition, E.IntImm):
-            chosen = s.then_case if s.condition.value else s.else_case
-            if chosen is not None:  # decided already (in a copy of an unrolled loop)
-                self.stmt(chosen)
         elif isinstance(s, IfThenElse):
-            cg.emit(f"if ({cg.cond(s.condition)}) {{")
-            cg._f.indent += 1
-            self.stmt(s.then_case)
-            cg._f.indent -= 1
-            if s.else_case is not None:
-                cg.emit("} else {")
-                cg._f.indent += 1
-                self.stmt(s.else_case)
-                cg._f.indent -= 1
-            cg.emit("}")
+            cg.branch(s, self.stmt)
 
     # --- conversions --------------------------------------------------------------------------
     def as_vec(self, val: _VVal, dtype: str) -> str:
