@@ -306,6 +306,13 @@ class NodeContext:
         """A constant integer input as a list of Python ints."""
         return [int(v) for v in np.asarray(self.const_input(i, what)).reshape(-1)]
 
+    def scalar(self, i: int, what: str) -> float:
+        """The (first) element of a constant input known at import, e.g. a scalar ``k``."""
+        values = np.asarray(self.const_input(i, what)).reshape(-1)
+        if values.size == 0:
+            raise self.error(f"input {i} ({what}) is empty; one value is expected")
+        return values[0].item()
+
     # --- errors -------------------------------------------------------------------------------
     def describe_inputs(self) -> str:
         """The input types, for error messages."""

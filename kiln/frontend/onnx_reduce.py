@@ -144,7 +144,7 @@ def _topk(ctx: NodeContext) -> list[Expr | None]:
     if ctx.opset < 10:
         k = int(ctx.attr("k"))
     else:
-        k = int(np.asarray(ctx.const_input(1, "k")).reshape(-1)[0])
+        k = int(ctx.scalar(1, "k"))
     largest = bool(int(ctx.attr("largest", 1)))
     out = algorithm.topk(x, k=k, axis=axis, ret_type="both", is_ascend=not largest, dtype="int64")
     return [out[0], out[1]]
@@ -155,7 +155,7 @@ def _cumulative(ctx: NodeContext, name: str) -> Expr:
 
     x = ctx.input(0)
     rank = ctx.ndim(x)
-    axis = normalize_axis(ctx, int(np.asarray(ctx.const_input(1, "axis")).reshape(-1)[0]), rank)
+    axis = normalize_axis(ctx, int(ctx.scalar(1, "axis")), rank)
     reverse = bool(int(ctx.attr("reverse", 0)))
     exclusive = bool(int(ctx.attr("exclusive", 0)))
     if reverse:

@@ -33,7 +33,7 @@ def _fields(ctx: NodeContext, i: int) -> list[Expr]:
 
 def _position(ctx: NodeContext, i: int, length: int, insert: bool = False) -> int:
     """Input ``i`` as a position in a sequence of ``length`` (negative counts from the end)."""
-    pos = int(np.asarray(ctx.const_input(i, "position")).reshape(-1)[0])
+    pos = int(ctx.scalar(i, "position"))
     limit = length + 1 if insert else length
     if not -limit <= pos < limit:
         raise ctx.error(f"position {pos} is out of range for a sequence of {length} tensor(s)")

@@ -108,8 +108,7 @@ def _dft(ctx: NodeContext) -> Expr:
     x = ctx.input(0)
     rank = len(ctx.shape(x))
     if ctx.opset >= 20:
-        axis = int(np.asarray(ctx.const_input(2, "axis")).reshape(-1)[0]) if ctx.has_input(2) \
-            else -2
+        axis = int(ctx.scalar(2, "axis")) if ctx.has_input(2) else -2
     else:
         axis = int(ctx.attr("axis", 1))
     axis = normalize_axis(ctx, axis, rank)
@@ -117,7 +116,7 @@ def _dft(ctx: NodeContext) -> Expr:
         raise ctx.error(f"axis {axis} is the (real, imaginary) axis of input shape {ctx.shape(x)}")
     inverse, onesided = bool(ctx.attr("inverse", 0)), bool(ctx.attr("onesided", 0))
     if ctx.has_input(1):
-        length = int(np.asarray(ctx.const_input(1, "dft_length")).reshape(-1)[0])
+        length = int(ctx.scalar(1, "dft_length"))
     elif inverse and onesided:
         length = 2 * (ctx.shape(x)[axis] - 1)
     else:
@@ -134,10 +133,10 @@ def _stft(ctx: NodeContext) -> Expr:
     shape = ctx.shape(signal)
     if len(shape) != 3:
         raise ctx.error(f"signal of shape {shape} must be (batch, length, 1 or 2)")
-    step = int(np.asarray(ctx.const_input(1, "frame_step")).reshape(-1)[0])
+    step = int(ctx.scalar(1, "frame_step"))
     window = ctx.input(2) if ctx.has_input(2) else None
     if ctx.has_input(3):
-        frame = int(np.asarray(ctx.const_input(3, "frame_length")).reshape(-1)[0])
+        frame = int(ctx.scalar(3, "frame_length"))
     elif window is not None:
         frame = ctx.shape(window)[0]
     else:
@@ -155,10 +154,9 @@ def _stft(ctx: NodeContext) -> Expr:
 
 @converter("MelWeightMatrix")
 def _mel_weight_matrix(ctx: NodeContext) -> Expr:
-    mel_bins, length, rate = (int(np.asarray(ctx.const_input(i, what)).reshape(-1)[0]) for i, what
-                              in ((0, "num_mel_bins"), (1, "dft_length"), (2, "sample_rate")))
-    low, high = (float(np.asarray(ctx.const_input(i, what)).reshape(-1)[0]) for i, what
-                 in ((3, "lower_edge_hertz"), (4, "upper_edge_hertz")))
+    mel_bins, length, rate = (int(ctx.scalar(i, what)) for i, what
+                              in enumerate(("num_mel_bins", "dft_length", "sample_rate")))
+    low, high = float(ctx.scalar(3, "lower_edge_hertz")), float(ctx.scalar(4, "upper_edge_hertz"))
     dtype = onnx_dtype(int(ctx.attr("output_datatype", 1)), "MelWeightMatrix output_datatype")
     return Constant(mel_weight_matrix(mel_bins, length, rate, low, high).astype(dtype))
 

@@ -483,7 +483,7 @@ def _wrap_pad(ctx: NodeContext, x: Expr, before: list[int], after: list[int]) ->
 @converter("OneHot", needs=("one_hot", "cast"))
 def _one_hot(ctx: NodeContext) -> Expr:
     indices, values = ctx.input(0), ctx.input(2)
-    depth = int(np.asarray(ctx.const_input(1, "depth")).reshape(-1)[0])
+    depth = int(ctx.scalar(1, "depth"))
     axis = int(ctx.attr("axis", -1))
     if ctx.dtype(indices) != "int64":
         indices = ew.cast(indices, "int64")
@@ -500,7 +500,7 @@ def _one_hot(ctx: NodeContext) -> Expr:
 
 @converter("Trilu", needs=("trilu",))
 def _trilu(ctx: NodeContext) -> Expr:
-    k = int(np.asarray(ctx.const_input(1, "k")).reshape(-1)[0]) if ctx.has_input(1) else 0
+    k = int(ctx.scalar(1, "k")) if ctx.has_input(1) else 0
     return _tf().trilu(ctx.input(0), k, upper=bool(ctx.attr("upper", 1)))
 
 
