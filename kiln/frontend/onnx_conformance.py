@@ -184,13 +184,15 @@ def skip_reason(model: onnx.ModelProto) -> str | None:
                     return f"uses {_UNSUPPORTED_TYPES[attr.i]}"
                 if attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type in _UNSUPPORTED_TYPES:
                     return f"uses {_UNSUPPORTED_TYPES[attr.t.data_type]}"
-        for vi in [*graph.input, *graph.output, *graph.value_info]:
-            problem = _type_problem(vi.type)
-            inside = graph is not model.graph or vi in graph.value_info
-            if problem in ("sequence", "optional", "map") and inside:
-                continue  # a sequence inside the model is a static tuple; only its I/O must be tensors
-            if problem:
-                return f"uses {problem} {'inside' if inside else 'as a graph input or output'}"
+        io = [*graph.input, *graph.output] if graph is model.graph else []
+        inner = [*graph.value_info] if graph is model.graph else \
+            [*graph.input, *graph.output, *graph.value_info]
+        for where, values in (("as a graph input or output", io), ("inside", inner)):
+            for vi in values:
+                problem = _type_problem(vi.type)
+                # a sequence inside the model is a static tuple; only its I/O must be tensors
+                if problem and not (where == "inside" and problem in ("sequence", "optional", "map")):
+                    return f"uses {problem} {where}"
         for init in graph.initializer:
             if init.data_type in _UNSUPPORTED_TYPES:
                 return f"uses {_UNSUPPORTED_TYPES[init.data_type]}"
