@@ -157,28 +157,32 @@ def test_workers_start_lazily_once_per_library() -> None:
     x = np.ones((64, 33), np.float32)
     out = np.empty_like(x)
 
-    def threads() -> int:
-        return len(os.listdir("/proc/self/task"))
+    def tasks() -> set[str]:
+        return set(os.listdir("/proc/self/task"))
+
+    def started() -> set[str]:  # threads that did not exist before: this library's workers
+        return tasks() - before
 
     lib.set_num_threads(3)
-    before = threads()
-    assert threads() == before  # loading and setting the count starts nothing
+    before = tasks()
+    assert not started()  # loading and setting the count starts nothing
     lib.kernel("lazy_grid")(x, out)
-    assert threads() == before + 2  # two workers join the calling thread
+    workers = started()
+    assert len(workers) == 2  # two workers join the calling thread
     for _ in range(5):
         lib.kernel("lazy_grid")(x, out)
     lib.set_num_threads(2)
     lib.kernel("lazy_grid")(x, out)
-    assert threads() == before + 2  # reused, never restarted
+    assert started() == workers  # reused, never restarted
     lib.set_num_threads(4)
     lib.kernel("lazy_grid")(x, out)
     # a worker descheduled during the calls above (3 threads on a small machine) puts the pool
     # in its serial back-off for up to 250 ms, and serial calls start no worker: call again
     deadline = time.monotonic() + 2.0
-    while threads() < before + 3 and time.monotonic() < deadline:
+    while len(started()) < 3 and time.monotonic() < deadline:
         time.sleep(0.01)
         lib.kernel("lazy_grid")(x, out)
-    assert threads() == before + 3
+    assert len(started()) == 3 and workers < started()
     np.testing.assert_array_equal(out, _grid_oracle(x))
 
 
