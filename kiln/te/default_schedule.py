@@ -76,6 +76,8 @@ def _contiguous_in(bodies: tuple[PrimExpr, ...], var: Var) -> bool:
     simp = Simplifier()
     for body in bodies:
         for load in (n for n in post_order(body) if isinstance(n, E.TensorLoad)):
+            if not load.indices:
+                continue  # a 0-d tensor: one element, the same at every step (uniform)
             *outer, last = load.indices
             if any(_mentions(i, var) for i in outer):
                 return False

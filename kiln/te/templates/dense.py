@@ -151,12 +151,16 @@ def _operand_loads(op: ComputeOp) -> tuple[E.TensorLoad, E.TensorLoad] | None:
 
 def _last_is(load: E.TensorLoad, var: E.Var) -> bool:
     """Whether ``var`` indexes ``load`` exactly as its last index, and nowhere else."""
+    if not load.indices:
+        return False  # a 0-d tensor has no last index
     *outer, last = load.indices
     return last is var and not any(_mentions(i, var) for i in outer)
 
 
 def _packed_panel(load: E.TensorLoad, var: E.Var) -> int | None:
     """``n`` when ``load`` reads ``[..., floordiv(var, n), ..., floormod(var, n)]``."""
+    if not load.indices:
+        return None  # a 0-d tensor has no last index
     *outer, last = load.indices
     if not (isinstance(last, E.Binary) and last.kind == "floormod" and last.a is var
             and isinstance(last.b, E.IntImm)):
