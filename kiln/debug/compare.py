@@ -5,15 +5,28 @@ of every node, runs a reference (onnxruntime on the source ONNX model, or Kiln's
 the unoptimised module; see :mod:`kiln.debug.reference`), and matches each node output with the
 source-model tensor it stands for:
 
-- a node stands for the source node of its fused function's last operation (its root), taken
-  from the kernel library's fused functions when it has them, else the last name of the graph
-  JSON's ``source_names`` attribute;
+- a node output holds the value of the operation computing it, found in the node's fused
+  function (the kernel library keeps them for builds made in this process): from the function's
+  output, walk down the operations that only move data (reshape, squeeze, expand_dims,
+  batch_flatten, copy, transpose, layout_transform), across ``__nop`` nodes and into the input
+  node when the whole function is such a tail; the output stands for that operation's source
+  node, and is compared after undoing the tail (the built value brought back to the producing
+  operation's shape, order and layout). A kernel ending in a reshape of a ReLU is compared with
+  the ReLU's tensor, whatever name the reshape carries;
+- the reference tensor is the source node's output of the same shape, or failing that of the
+  same size (a reshape the build moved); an output of a multi-output operation takes the
+  output of the same index; when several different outputs of the source node fit (an LSTM's
+  ``Y_h`` and ``Y_c``), the match is ambiguous and there is no reference rather than a guess;
+- without the fused functions (a loaded artifact), the last name of the graph JSON's
+  ``source_names`` stands for the node when its kernel name shows it ends in an operation
+  that computes something; a kernel ending in a tail operation, whose name is truncated, or
+  computing part of a source node that continues in a later node has no reference;
 - when a later node of the graph carries the same source name (layout transforms the build
   inserted do not count), the source node's result is only complete there: this node is
   partial and has no reference;
-- a node whose layout the build changed (a ``dst_layout`` / ``out_layout`` / ``layout`` /
-  ``data_layout`` attribute, or inherited from its input) is brought back: blocked axes such as
-  ``NCHW8c`` are merged, and axes reordered to the reference's order.
+- a value whose layout the build changed (a ``dst_layout`` / ``out_layout`` / ``layout`` /
+  ``data_layout`` attribute, or inherited from an argument) is brought back: blocked axes such
+  as ``NCHW8c`` are merged, and axes reordered to the reference's order.
 
 Per node output, the report gives the max absolute and relative errors, the elements out of
 tolerance (``|built - ref| > atol + rtol * |ref|``, NaN/Inf at different places count too) and
@@ -24,7 +37,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +51,7 @@ from kiln.debug.reference import (
     onnx_reference,
 )
 from kiln.errors import KilnError
+from kiln.runtime.table import Column, format_table, shorten_kernel
 
 __all__ = [
     "CompareReport",
@@ -188,19 +203,38 @@ class CompareReport:
         return "\n".join(lines)
 
     def __str__(self) -> str:
+        return self.format(None)
+
+    def format(self, width: int | None) -> str:
+        """The per-node table and the summary, fitted to ``width`` characters (None: no limit).
+
+        Node names and reference/source names are shortened in the middle to fit; numbers never.
+        """
         first = self.first_divergence
-        header = ("", "#", "Node Name", "Out", "Status", "MaxAbsErr", "MaxRelErr", "NaN/Inf",
-                  "Reference", "Source")
-        cells = []
-        for n in self.nodes:
-            mark = ">>" if n is first else ""
-            cells.append([mark, str(n.node_index), n.node, str(n.output_index), n.status,
-                          _fmt(n.max_abs_err), _fmt(n.max_rel_err), f"{n.nan_count}/{n.inf_count}",
-                          n.reference or n.reason or "-", ",".join(n.source_nodes) or "-"])
-        widths = [max([len(h)] + [len(c[i]) for c in cells]) + 2 for i, h in enumerate(header)]
-        lines = ["".join(h.ljust(w) for h, w in zip(header, widths)).rstrip()]
-        lines += ["".join(x.ljust(w) for x, w in zip(c, widths)).rstrip() for c in cells]
-        return "\n".join([*lines, self.summary()])
+        columns = [Column(""), Column("#", align=">"),
+                   Column("Node", shrink=1, min_width=10, soft_width=24, shortener=shorten_kernel),
+                   Column("Out", align=">"), Column("Status"), Column("MaxAbsErr", align=">"),
+                   Column("MaxRelErr", align=">"), Column("NaN/Inf", align=">"),
+                   Column("Reference", shrink=2, min_width=8, soft_width=20),
+                   Column("Source", shrink=2, min_width=8, soft_width=20)]
+        rows = [[">>" if n is first else "", str(n.node_index), n.node, str(n.output_index),
+                 n.status, _fmt(n.max_abs_err), _fmt(n.max_rel_err), f"{n.nan_count}/{n.inf_count}",
+                 n.reference or n.reason or "-", ",".join(n.source_nodes) or "-"] for n in self.nodes]
+        # columns that say nothing on this model (every output 0, no NaN/Inf) give their room away
+        keep = [i for i, c in enumerate(columns)
+                if not (c.header in ("Out", "NaN/Inf") and all(r[i] in ("0", "0/0") for r in rows))]
+        columns = [columns[i] for i in keep]
+        rows = [[r[i] for i in keep] for r in rows]
+        table = format_table(columns, rows, width)
+        if width and max(map(len, table.splitlines())) > width - 20:
+            # narrow: the source layers are in the timing table by node index; the room goes
+            # to the node and reference names
+            table = format_table(columns[:-1], [r[:-1] for r in rows], width)
+        summary = self.summary()
+        if width:
+            summary = "\n".join(textwrap.fill(line, width, subsequent_indent="  ")
+                                for line in summary.splitlines())
+        return "\n".join([table, summary])
 
 
 def _fmt(value: float | None) -> str:
@@ -304,31 +338,15 @@ def _entry_layouts(graph: Any) -> list[str | None]:
 
 # --- which source tensor a node stands for -------------------------------------------------------
 
+# operations that move data without changing it: a node output that ends in them holds the value of
+# the operation below them, in another shape or order
+_RESHAPE_OPS = frozenset({"reshape", "reshape_like", "squeeze", "expand_dims", "nn.batch_flatten",
+                          "copy"})
+_TAIL_OPS = _RESHAPE_OPS | {"transpose", "layout_transform"}
+
+
 def _source_names(node: Any) -> list[str]:
     return [s for s in (node.attr("source_names", "") or "").split(",") if s]
-
-
-def _root_names(node: Any, functions: Mapping[str, Any] | None) -> list[list[str]]:
-    """Per output, the source names of the operation computing it (preferred first)."""
-    from kiln.ir.expr import Call, Function, Tuple, TupleGetItem
-    from kiln.ir.visitor import post_order
-
-    listed = _source_names(node)
-    fn = (functions or {}).get(node.func_name)
-    # structurally equal fused functions share one kernel: its Function may be another node's,
-    # with other source names; only use it when its names are this node's own
-    if isinstance(fn, Function) and {s for n in post_order(fn.body) if isinstance(n, Call)
-                                     for s in n.source_names} <= set(listed):
-        roots = list(fn.body.fields) if isinstance(fn.body, Tuple) else [fn.body]
-        if len(roots) == node.num_outputs:
-            names = []
-            for root in roots:
-                while isinstance(root, TupleGetItem):
-                    root = root.tuple_value
-                names.append(list(reversed(root.source_names)) if isinstance(root, Call) else [])
-            if any(names):
-                return names
-    return [[listed[-1]] if listed else [] for _ in range(node.num_outputs)]
 
 
 def _carried_names(node: Any) -> list[str]:
@@ -341,7 +359,7 @@ def _carried_names(node: Any) -> list[str]:
     from kiln.debug.dump import fused_ops
 
     names = _source_names(node)
-    if node.is_input or _LAYOUT_ONLY.fullmatch(node.func_name):
+    if node.is_input or node.func_name == "__nop" or _LAYOUT_ONLY.fullmatch(node.func_name):
         return []
     ops = fused_ops(node.func_name)
     return names[1:] if ops and ops[0] == "layout_transform" else names
@@ -354,6 +372,216 @@ def _last_carriers(graph: Any) -> dict[str, int]:
         for name in _carried_names(node):
             last[name] = nid
     return last
+
+
+_Step = Callable[[np.ndarray], "np.ndarray | None"]
+
+
+@dataclass
+class _Producer:
+    """What one node output holds: the value of one operation, moved by value-preserving steps.
+
+    ``steps`` undo the tail (outermost first): applied to the node output they give the
+    producer's value, in ``layout`` (None: as in the source model). ``index`` / ``arity``: which
+    output of a multi-output operation it is. ``names`` is empty when no operation could be
+    identified; ``reason`` then says why.
+    """
+
+    names: list[str]
+    nid: int
+    steps: list[_Step] = field(default_factory=list)
+    tail: list[str] = field(default_factory=list)
+    index: int | None = None
+    arity: int = 1
+    layout: str | None = None
+    reason: str = ""
+
+    def through(self, ops: list[str], steps: list[_Step]) -> _Producer:
+        return _Producer(self.names, self.nid, [*steps, *self.steps], [*ops, *self.tail],
+                         self.index, self.arity, self.layout, self.reason)
+
+
+def _shape(expr: Any) -> tuple[int, ...] | None:
+    from kiln.ir.types import TensorType
+
+    ty = expr.checked_type if expr.has_type else None
+    if isinstance(ty, TensorType) and all(isinstance(d, int) for d in ty.shape):
+        return tuple(ty.shape)
+    return None
+
+
+def _undo(call: Any) -> _Step | None:
+    """How to get a tail operation's input back from its output, or None (not invertible)."""
+    from dataclasses import replace
+
+    from kiln.op.registry import get_op_def
+
+    name = call.op.name
+    src, out = _shape(call.args[0]), _shape(call)
+    if src is None or out is None or int(np.prod(src)) != int(np.prod(out)):
+        return None  # a padded layout transform, or unknown shapes
+    if name in _RESHAPE_OPS:
+        return lambda a: a.reshape(src) if a.size == int(np.prod(src)) else None
+    if name == "transpose":
+        axes = getattr(call.attrs, "axes", None)
+        order = list(range(len(src)))[::-1] if axes is None else [a % len(src) for a in axes]
+        inverse = [int(i) for i in np.argsort(order)]
+        return lambda a: a.transpose(inverse) if a.ndim == len(inverse) else None
+    if name == "layout_transform":
+        attrs = replace(call.attrs, src_layout=call.attrs.dst_layout,
+                        dst_layout=call.attrs.src_layout)
+        ref = get_op_def("layout_transform").reference
+
+        def undo(a: np.ndarray) -> np.ndarray | None:
+            back = np.asarray(ref([a], attrs, call.args[0].checked_type))
+            return back if back.shape == src else None
+        return undo
+    return None
+
+
+def _explicit_layout(call: Any, ndim: int) -> str | None:
+    for key in _LAYOUT_KEYS:
+        value = getattr(call.attrs, key, None) if call.attrs is not None else None
+        axes = _layout_axes(value) if isinstance(value, str) and value else None
+        if axes is not None and len(axes) == ndim:
+            return value
+    return None
+
+
+class _FunctionView:
+    """The producers of a fused function's outputs, and the layout of each value in it."""
+
+    def __init__(self, fn: Any, param_producers: list[_Producer], param_layouts: list[str | None]):
+        self.fn = fn
+        self.params = {id(p): i for i, p in enumerate(fn.params)}
+        self.param_producers = param_producers
+        self.param_layouts = param_layouts
+        self._layouts: dict[int, str | None] = {}
+
+    def layout(self, expr: Any) -> str | None:
+        """The layout a value of the function is in (an attribute of its operation, or inherited
+        from an argument of the same rank), None when it is the source model's."""
+        from kiln.ir.expr import Call, TupleGetItem, Var
+
+        key = id(expr)
+        if key in self._layouts:
+            return self._layouts[key]
+        result: str | None = None
+        if isinstance(expr, Var) and key in self.params:
+            result = self.param_layouts[self.params[key]]
+        elif isinstance(expr, TupleGetItem):
+            result = self.layout(expr.tuple_value)
+        elif isinstance(expr, Call):
+            shape = _shape(expr)
+            ndim = len(shape) if shape is not None else -1
+            result = _explicit_layout(expr, ndim)
+            if result is None:
+                for arg in expr.args:
+                    arg_shape = _shape(arg)
+                    if arg_shape is not None and len(arg_shape) == ndim:
+                        result = self.layout(arg)
+                        if result is not None:
+                            break
+        self._layouts[key] = result
+        return result
+
+    def producer(self, expr: Any, nid: int) -> _Producer:
+        """Walk down value-preserving operations from ``expr`` to the operation computing it."""
+        from kiln.ir.expr import Call, Op, Tuple, TupleGetItem, Var
+
+        ops: list[str] = []
+        steps: list[_Step] = []
+        while isinstance(expr, Call) and isinstance(expr.op, Op) and expr.op.name in _TAIL_OPS:
+            step = _undo(expr)
+            if step is None:
+                break
+            ops.append(expr.op.name)
+            steps.append(step)
+            expr = expr.args[0]
+        if isinstance(expr, Var) and id(expr) in self.params:
+            # the whole output is the input moved: it holds what the input node holds
+            return self.param_producers[self.params[id(expr)]].through(ops, steps)
+        index, arity = None, 1
+        if isinstance(expr, TupleGetItem) and isinstance(expr.tuple_value, Call):
+            index = expr.index
+            ty = expr.tuple_value.checked_type if expr.tuple_value.has_type else None
+            arity = len(getattr(ty, "fields", ())) or 1
+            expr = expr.tuple_value
+        if not isinstance(expr, Call):
+            kind = "a tuple" if isinstance(expr, Tuple) else type(expr).__name__
+            return _Producer([], nid, steps, ops, reason=f"its value is {kind}, not an operation's")
+        names = list(reversed(expr.source_names))
+        return _Producer(names, nid, steps, ops, index, arity, self.layout(expr),
+                         "" if names else "the operation computing it has no source names")
+
+
+def _producers(graph: Any, functions: Mapping[str, Any] | None, layouts: list[str | None],
+               last: dict[str, int]) -> list[_Producer]:
+    """Per graph entry, what it holds (see :class:`_Producer`)."""
+    from kiln.debug.dump import fused_ops
+    from kiln.ir.expr import Call, Function, Tuple
+    from kiln.ir.visitor import post_order
+    from kiln.op.registry import all_ops
+
+    known = all_ops()
+    result: list[_Producer] = []
+    for nid, node in enumerate(graph.nodes):
+        if node.is_input:
+            for _ in range(node.num_outputs):
+                result.append(_Producer([], nid, reason=f"it holds graph input {node.name!r}"))
+            continue
+        listed = _source_names(node)
+        inputs = [result[graph.entry_id(e)] for e in node.inputs]
+        if node.func_name == "__nop" and len(inputs) == 1:
+            src_shape = tuple(graph.shapes[graph.entry_id(node.inputs[0])])
+
+            def back(a: np.ndarray, s: tuple[int, ...] = src_shape) -> np.ndarray | None:
+                return a.reshape(s) if a.size == int(np.prod(s)) else None
+            result.append(inputs[0].through(["reshape"], [back]))
+            continue
+        fn = (functions or {}).get(node.func_name)
+        own = isinstance(fn, Function) and {
+            s for n in post_order(fn.body) if isinstance(n, Call) for s in n.source_names
+        } <= set(listed)
+        if own:
+            # structurally equal fused functions share one kernel: its Function may be another
+            # node's, with other source names; it is used only when its names are this node's
+            param_layouts = [layouts[graph.entry_id(e)] for e in node.inputs]
+            view = _FunctionView(fn, inputs, param_layouts)
+            roots = list(fn.body.fields) if isinstance(fn.body, Tuple) else [fn.body]
+            if len(roots) == node.num_outputs and len(fn.params) == len(inputs):
+                result.extend(view.producer(root, nid) for root in roots)
+                continue
+        # no fused function: the graph JSON's names are in evaluation order, and the last one is
+        # the root operation's when that operation computes something (a kernel ending in a
+        # reshape or a transpose holds the value of an operation the names do not point at)
+        ops = fused_ops(node.func_name)
+        last_op = ops[-1] if ops else ""
+        unfinished = [n for n in _carried_names(node) if last.get(n, nid) > nid]
+        for j in range(node.num_outputs):
+            eid = graph.entry_id(nid, j)
+            if not listed:
+                result.append(_Producer([], nid, reason="no source names"))
+            elif unfinished:
+                # the last name may be another source node's, fused into this part of the
+                # unfinished one (an LSTM cell reading a Gather of its state)
+                why = (f"partial: {unfinished[0]} continues in node {last[unfinished[0]]}, and "
+                       "without its fused function the operation computing this output is unknown")
+                result.append(_Producer([], nid, reason=why))
+            elif last_op in _TAIL_OPS:
+                why = (f"the kernel ends in {last_op} and its fused function is not available "
+                       "(an exported library keeps none): the operation producing its value is "
+                       "unknown")
+                result.append(_Producer([], nid, reason=why))
+            elif last_op not in known:
+                why = ("its kernel name does not say which operation computes its output, and its "
+                       "fused function is not available")
+                result.append(_Producer([], nid, reason=why))
+            else:
+                multi = node.num_outputs > 1  # outputs in order, as the source node's
+                result.append(_Producer([listed[-1]], nid, layout=layouts[eid],
+                                        index=j if multi else None, arity=node.num_outputs))
+    return result
 
 
 def _errors(built: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> dict[str, Any]:
@@ -375,56 +603,72 @@ def _errors(built: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> dic
 
 @dataclass
 class _Match:
-    view: np.ndarray  # the built output in the reference's layout
+    view: np.ndarray  # the built output brought to the reference's shape, layout and order
     value: np.ndarray  # the reference tensor
     label: str
     layout: str | None  # the layout converted from, if any
+    via: str  # the tail undone, if any ("reshape, transpose")
 
 
-def _match_one(built: np.ndarray, layout: str | None, roots: list[str], nid: int,
-               last: dict[str, int], ref: ReferenceValues, used: set[int]) -> _Match | str:
-    """The reference tensor one node output stands for, or why there is none."""
-    if not roots:
-        return "no source names"
+def _distinct(candidates: list[tuple[str, np.ndarray]]) -> bool:
+    first = candidates[0][1].ravel()
+    return any(c.size != first.size or not np.array_equal(c.ravel(), first, equal_nan=True)
+               for _, c in candidates[1:])
+
+
+def _match_one(built: np.ndarray, prod: _Producer, last: dict[str, int], ref: ReferenceValues,
+               used: set[int]) -> _Match | str:
+    """The reference tensor one node output stands for, or why there is none.
+
+    The output's tail is undone first (the producer's value), its layout brought back to the
+    reference's; then, per source name of the producer: a reference array of the same shape, or
+    failing that of the same size (the same elements in a reshaped tensor). Several reference
+    arrays of a multi-output source node that fit and differ make the match ambiguous: no
+    reference rather than a guess.
+    """
+    if not prod.names:
+        return prod.reason or "no source names"
+    value: np.ndarray | None = built
+    for step in prod.steps:
+        value = step(value) if value is not None else None
+    if value is None:
+        return f"its {', '.join(prod.tail)} tail cannot be undone"
+    options = _converted(value, prod.layout, ref.layout_preference)
+    via = ", ".join(reversed(prod.tail))
     reasons = []
-    options = _converted(built, layout, ref.layout_preference)
-    for name in roots:
-        if last.get(name, nid) > nid:
+    for name in prod.names:
+        if last.get(name, prod.nid) > prod.nid:
             reasons.append(f"partial: {name} continues in node {last[name]}")
             continue
         groups = ref.groups.get(name)
         if not groups:
             reasons.append(f"{name} has no {ref.kind} value")
             continue
-        for group in groups:
-            for label, value in zip(group.labels, group.arrays):
-                if id(value) in used or value.dtype != built.dtype:
-                    continue
-                for view, converted in options:
-                    if view.shape == value.shape:
-                        used.add(id(value))
-                        return _Match(view, value, label, converted)
-        reasons.append(f"no {name} value of shape {built.shape} {built.dtype}")
-    return "; ".join(reasons)
-
-
-def _match_group(built: list[np.ndarray], layouts: list[str | None], names: list[str],
-                 ref: ReferenceValues) -> list[_Match] | None:
-    """A multi-output node's outputs against one reference group of the same arity, in order."""
-    for name in names:
-        for group in ref.groups.get(name, []):
-            if len(group.arrays) != len(built):
+        arrays = [(label, array) for group in groups
+                  for label, array in zip(group.labels, group.arrays)
+                  if array.dtype == built.dtype and id(array) not in used]
+        if prod.index is not None:
+            same_arity = [g for g in groups if len(g.arrays) == prod.arity]
+            if same_arity:
+                arrays = [(g.labels[prod.index], g.arrays[prod.index]) for g in same_arity
+                          if g.arrays[prod.index].dtype == built.dtype]
+        for fits in (lambda v, a: v.shape == a.shape,
+                     lambda v, a: v.size == a.size and not prod.layout):
+            found = [(label, array, view, converted) for view, converted in options
+                     for label, array in arrays if fits(view, array)]
+            if not found:
                 continue
-            matches = []
-            for b, layout, label, value in zip(built, layouts, group.labels, group.arrays):
-                found = next(((v, c) for v, c in _converted(b, layout, ref.layout_preference)
-                              if v.shape == value.shape), None)
-                if found is None or value.dtype != b.dtype:
-                    break
-                matches.append(_Match(found[0], value, label, found[1]))
-            else:
-                return matches
-    return None
+            first_view = found[0][2]
+            candidates = [(label, array) for label, array, view, _ in found if view is first_view]
+            if len(candidates) > 1 and _distinct(candidates):
+                labels = ", ".join(label for label, _ in candidates)
+                return (f"ambiguous: {len(candidates)} different values of {name} fit ({labels}); "
+                        "which one this output is is unknown")
+            label, array, view, converted = found[0]
+            used.add(id(array))
+            return _Match(view.reshape(array.shape), array, label, converted, via)
+        reasons.append(f"no {name} value of shape {value.shape} {built.dtype}")
+    return "; ".join(reasons)
 
 
 def compare_outputs(graph: Any, outputs: Sequence[np.ndarray], ref: ReferenceValues,
@@ -441,7 +685,7 @@ def compare_outputs(graph: Any, outputs: Sequence[np.ndarray], ref: ReferenceVal
     ref : ReferenceValues
         The reference tensors by source name.
     functions : mapping of str to Function, optional
-        The fused functions by kernel name (to find each node's root operation).
+        The fused functions by kernel name (to find the operation computing each node output).
     rtol, atol : float
         Tolerances.
 
@@ -452,30 +696,27 @@ def compare_outputs(graph: Any, outputs: Sequence[np.ndarray], ref: ReferenceVal
     """
     layouts = _entry_layouts(graph)
     last = _last_carriers(graph)
+    producers = _producers(graph, functions, layouts, last)
     result: list[NodeComparison] = []
     for nid, node in enumerate(graph.nodes):
         if node.is_input:
             continue
-        eids = [graph.entry_id(nid, j) for j in range(node.num_outputs)]
-        roots = _root_names(node, functions)
-        group = None
-        if node.num_outputs > 1 and all(r == roots[0] for r in roots):
-            names = [n for n in roots[0] if last.get(n, nid) <= nid]
-            group = _match_group([outputs[e] for e in eids], [layouts[e] for e in eids], names, ref)
         used: set[int] = set()
-        for j, eid in enumerate(eids):
+        for j in range(node.num_outputs):
+            eid = graph.entry_id(nid, j)
             built = outputs[eid]
             cmp = NodeComparison(nid, node.name, j, node.func_name, _source_names(node),
                                  shape=tuple(built.shape), dtype=str(built.dtype))
             if built.dtype.kind in "fc":
                 cmp.nan_count = int(np.isnan(built).sum())
                 cmp.inf_count = int(np.isinf(built).sum())
-            match = group[j] if group is not None else _match_one(
-                built, layouts[eid], roots[j], nid, last, ref, used)
+            match = _match_one(built, producers[eid], last, ref, used)
             if isinstance(match, str):
                 cmp.reason = match
             else:
                 cmp.reference, cmp.layout = match.label, match.layout
+                if match.via:
+                    cmp.reason = f"through {match.via}"
                 for key, value in _errors(match.view, match.value, rtol, atol).items():
                     setattr(cmp, key, value)
                 cmp.status = "diverged" if cmp.mismatches else "ok"

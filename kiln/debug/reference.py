@@ -166,6 +166,46 @@ def _flatten(value: Any) -> list[np.ndarray]:
     return [np.asarray(value)]
 
 
+def _result_calls(main: Any) -> dict[int, set[str]]:
+    """Per call (by id), the source names whose result it is.
+
+    A source node lowered to several calls has as its result the values leaving it: those read
+    by a call of another source node, or by the function's output. The others (a gate of an
+    LSTM, the mean inside a batch norm) are the node's internals, not what a built node that
+    finishes the source node holds.
+    """
+    from kiln.ir.expr import Call, Let, Tuple, TupleGetItem, Var
+    from kiln.ir.visitor import post_order
+
+    order = post_order(main.body, into_functions=False)
+    bound = {id(n.var): n.value for n in order if isinstance(n, Let)}
+
+    def producers(expr: Any) -> list[Any]:
+        while isinstance(expr, (TupleGetItem, Var, Let)):
+            if isinstance(expr, TupleGetItem):
+                expr = expr.tuple_value
+            elif isinstance(expr, Let):
+                expr = expr.body
+            elif id(expr) in bound:
+                expr = bound[id(expr)]
+            else:
+                return []
+        if isinstance(expr, Tuple):
+            return [c for f in expr.fields for c in producers(f)]
+        return [expr] if isinstance(expr, Call) else []
+
+    results: dict[int, set[str]] = {}
+    for node in order:
+        if isinstance(node, Call):
+            reader = set(node.source_names)
+            for arg in node.args:
+                for call in producers(arg):
+                    results.setdefault(id(call), set()).update(set(call.source_names) - reader)
+    for call in producers(main.body):
+        results.setdefault(id(call), set()).update(call.source_names)
+    return results
+
+
 def interpreter_reference(mod: Any, inputs: Mapping[str, Any],
                           params: Mapping[str, Any] | None = None) -> ReferenceValues:
     """Run the unoptimised module with the reference interpreter, capturing every call's value.
@@ -182,12 +222,14 @@ def interpreter_reference(mod: Any, inputs: Mapping[str, Any],
     Returns
     -------
     ReferenceValues
-        Per source name, one group per call stamped with it, the last evaluated first.
+        Per source name, one group per call stamped with it that computes the source node's
+        result (a value read outside the node), the last evaluated first.
     """
     from kiln.interpreter import Interpreter
     from kiln.ir.expr import Call, Expr, Op
 
     captured: dict[str, list[ReferenceGroup]] = {}
+    inner: dict[str, list[ReferenceGroup]] = {}
 
     def on_value(call: Expr, value: Any) -> None:
         if not isinstance(call, Call) or not call.source_names:
@@ -197,10 +239,16 @@ def interpreter_reference(mod: Any, inputs: Mapping[str, Any],
         for source in call.source_names:
             labels = [f"{source}:{op}" + (f".{i}" if len(arrays) > 1 else "")
                       for i in range(len(arrays))]
-            captured.setdefault(source, []).append(ReferenceGroup(labels, arrays))
+            kept = captured if source in results.get(id(call), ()) else inner
+            kept.setdefault(source, []).append(ReferenceGroup(labels, arrays))
 
     named = {k: _as_numpy(v) for k, v in {**(params or {}), **inputs}.items()}
-    Interpreter(mod, on_value=on_value).run(named)
+    interpreter = Interpreter(mod, on_value=on_value)
+    results = _result_calls(interpreter.mod["main"])
+    interpreter.run(named)
+    for source, groups in inner.items():
+        # a source none of whose values leaves it (its readers carry its name too): all of them
+        captured.setdefault(source, groups)
     if not captured:
         raise KilnError("interpreter reference: no call of the module carries source names, so no "
                         "built node can be matched; import the model with a frontend, or stamp "

@@ -183,6 +183,9 @@ class NativeLibrary(KernelLibrary):
         self.path = Path(path).resolve()
         self.sources = tuple(Path(s) for s in sources)
         self.signatures: dict[str, Signature] = dict(signatures or {})
+        # the fused functions by kernel name when built in this process (build_native sets
+        # them; a loaded artifact has none): the debugger reads provenance from them
+        self.functions: dict[str, object] | None = None
         check_elf(self.path)
         self._lib = _dlopen(self.path)
         self._kernels: dict[str, NativeKernel] = {}
