@@ -1,7 +1,12 @@
-"""Shared test configuration: markers, the --runslow option, fixture paths, pass verification."""
+"""Shared test configuration: markers, the --runslow option, fixture paths, pass verification.
+
+The suite runs in parallel (``pytest -n auto``, pytest-xdist): tests write only under their own
+``tmp_path``, and the shared compile cache (``KILN_CACHE_DIR``) is safe for concurrent builds.
+"""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -19,13 +24,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--runslow", action="store_true", default=False, help="run slow tests")
 
 
+def _have_cc() -> bool:
+    words = settings.cc.split()
+    return bool(words) and shutil.which(words[0]) is not None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--runslow"):
-        return
-    skip = pytest.mark.skip(reason="slow: run with --runslow")
+    """Skip ``slow`` tests unless ``--runslow``; skip ``requires_cc`` tests without a C compiler."""
+    skip_slow = pytest.mark.skip(reason="slow: run with --runslow")
+    skip_cc = pytest.mark.skip(reason=f"no C compiler ({settings.cc!r} not found; set CC)")
+    runslow = config.getoption("--runslow")
+    have_cc = _have_cc()
     for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)
+        if "slow" in item.keywords and not runslow:
+            item.add_marker(skip_slow)
+        if "requires_cc" in item.keywords and not have_cc:
+            item.add_marker(skip_cc)
+
+
+@pytest.fixture(autouse=True)
+def _no_inherited_terminal_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test starts without ``COLUMNS``/``LINES``, serial or parallel alike.
+
+    pytest-xdist's workers have them set (80x24) while a serial run has not, and the width of
+    Kiln's tables follows them; a test that wants a width sets it itself.
+    """
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
 
 
 @pytest.fixture
