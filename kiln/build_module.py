@@ -193,7 +193,10 @@ def build(
     Parameters
     ----------
     ir_mod : IRModule
-        The module to build (not modified); its ``main`` is the graph.
+        The module to build (not modified); its ``main`` is the graph. ``ir_mod.attrs
+        ["output_names"]`` (set by ``from_onnx``: one name per output) names the outputs in the
+        graph JSON, the exported metadata and ``GraphModule.get_output(name)``; without it they
+        are ``output_0``, ``output_1``, ...
     target : str, dict or Target
         ``"c"``, ``"llvm"`` / ``"llvm -mcpu=..."`` (aliases of the C backend), or ``"numpy"``
         (reference kernels, no compiler); default: the current target.
@@ -236,7 +239,9 @@ def build(
     first_pass = len(ctx.history)
     optimized = _optimize(mod, tgt, params)
     main, external_libs = lower_external(optimized)
-    lowered = graph_codegen(main, mod_name)
+    # output names (the ONNX importer sets them) survive the passes as a module attribute
+    names = optimized.attrs.get("output_names", mod.attrs.get("output_names"))
+    lowered = graph_codegen(main, mod_name, output_names=names)
     lib = _make_library(lowered, tgt)
     for external in external_libs:
         lib.import_module(external)

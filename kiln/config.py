@@ -8,7 +8,7 @@ variable               meaning
 =====================  ==========================================================
 ``CC``                 C compiler command for the native target (default ``cc``)
 ``KILN_CACHE_DIR``     compile cache (default ``~/.cache/kiln``)
-``KILN_NUM_THREADS``   worker threads for compiled kernels (default: usable CPUs)
+``KILN_NUM_THREADS``   kernel threads, a positive integer (default: usable CPUs)
 ``KILN_VERIFY_PASSES`` ``1`` to type-check and verify the IR after every pass
 ``KILN_DEBUG``         verbosity of build logging (0 quiet, 1 passes, 2 kernels)
 =====================  ==========================================================
@@ -17,8 +17,10 @@ variable               meaning
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
+
+from kiln.errors import ConfigError
 
 __all__ = ["Settings", "settings", "usable_cpus"]
 
@@ -52,26 +54,80 @@ def _cgroup_cpu_limit() -> int | None:
     return None
 
 
-def _env_int(name: str, default: int) -> int:
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return default
+def _parse_int(name: str, text: str | None, minimum: int) -> int | None:
+    """``text`` as an int of at least ``minimum``; None when unset or blank."""
+    if text is None or not text.strip():
+        return None
     try:
-        return int(value)
+        value = int(text.strip())
     except ValueError:
-        raise ValueError(f"environment variable {name}={value!r} is not an integer") from None
+        value = None
+    if value is None or value < minimum:
+        kind = "a positive integer" if minimum == 1 else f"an integer of at least {minimum}"
+        raise ConfigError(f"environment variable {name}={text!r} is not {kind}; fix or unset it")
+    return value
 
 
-@dataclass
 class Settings:
-    """Defaults taken from the environment when Kiln is imported; change them from Python freely."""
+    """Defaults taken from the environment when Kiln is imported; change them from Python freely.
 
-    cc: str = field(default_factory=lambda: os.environ.get("CC", "cc"))
-    cache_dir: Path = field(default_factory=lambda: Path(
-        os.environ.get("KILN_CACHE_DIR") or Path.home() / ".cache" / "kiln"))
-    num_threads: int = field(default_factory=lambda: _env_int("KILN_NUM_THREADS", 0) or usable_cpus())
-    verify_passes: bool = field(default_factory=lambda: os.environ.get("KILN_VERIFY_PASSES") == "1")
-    debug: int = field(default_factory=lambda: _env_int("KILN_DEBUG", 0))
+    An invalid environment value does not stop ``import kiln``: it raises
+    :class:`~kiln.errors.ConfigError` (naming the variable and its value) where the setting is
+    first used, e.g. ``KILN_NUM_THREADS=abc`` when a kernel library is built or loaded.
+
+    Attributes
+    ----------
+    cc : str
+        C compiler command (``CC``, default ``cc``).
+    cache_dir : Path
+        Compile cache (``KILN_CACHE_DIR``, default ``~/.cache/kiln``).
+    num_threads : int
+        Kernel threads (``KILN_NUM_THREADS``, default :func:`usable_cpus`); at least 1.
+    verify_passes : bool
+        Verify the IR after every pass (``KILN_VERIFY_PASSES=1``).
+    debug : int
+        Build logging verbosity (``KILN_DEBUG``, default 0).
+    """
+
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        env = os.environ if environ is None else environ
+        self.cc: str = env.get("CC", "cc")
+        self.cache_dir: Path = Path(env.get("KILN_CACHE_DIR") or Path.home() / ".cache" / "kiln")
+        self.verify_passes: bool = env.get("KILN_VERIFY_PASSES") == "1"
+        self._num_threads_env = env.get("KILN_NUM_THREADS")
+        self._debug_env = env.get("KILN_DEBUG")
+        self._num_threads: int | None = None
+        self._debug: int | None = None
+
+    @property
+    def num_threads(self) -> int:
+        """Kernel threads: set from Python, else ``KILN_NUM_THREADS``, else the usable CPUs."""
+        if self._num_threads is None:
+            self._num_threads = (_parse_int("KILN_NUM_THREADS", self._num_threads_env, 1)
+                                 or usable_cpus())
+        return self._num_threads
+
+    @num_threads.setter
+    def num_threads(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"settings.num_threads must be a positive integer, got {value!r}")
+        self._num_threads = value
+
+    @property
+    def debug(self) -> int:
+        """Build logging verbosity: set from Python, else ``KILN_DEBUG``, else 0."""
+        if self._debug is None:
+            self._debug = _parse_int("KILN_DEBUG", self._debug_env, 0) or 0
+        return self._debug
+
+    @debug.setter
+    def debug(self, value: int) -> None:
+        self._debug = int(value)
+
+    def __repr__(self) -> str:
+        return (f"Settings(cc={self.cc!r}, cache_dir={str(self.cache_dir)!r}, "
+                f"num_threads={self._num_threads if self._num_threads is not None else '<lazy>'}, "
+                f"verify_passes={self.verify_passes})")
 
 
 settings = Settings()

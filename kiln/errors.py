@@ -9,7 +9,11 @@ from __future__ import annotations
 
 __all__ = [
     "CompileError",
+    "CompilerNotFoundError",
+    "ConfigError",
+    "DynamicShapeError",
     "FrontendError",
+    "InputShapeError",
     "KilnError",
     "KilnTypeError",
     "ParamsFormatError",
@@ -73,3 +77,103 @@ class RuntimeFormatError(KilnError):
 
 class TuningLogError(KilnError):
     """A tuning record could not be parsed or applied."""
+
+
+def _format_dims(dims: tuple[int | str | None, ...]) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+class DynamicShapeError(FrontendError):
+    """Graph inputs have symbolic or unknown dims that the caller did not bind to sizes.
+
+    The message suggests ``shape={...}`` (the Python API); :meth:`describe` with ``style="cli"``
+    phrases the same hint as ``--input-shapes name:1x3x224x224`` for the command line.
+
+    Parameters
+    ----------
+    unbound : sequence of (name, dims, unknown)
+        Per unbound input: its name; its declared dims (an int for a static dim, the dim's name
+        or None for a symbolic or unknown one), or None when the model declares no shape; and the
+        indices of the dims to bind.
+    """
+
+    def __init__(self, unbound: list[tuple[str, tuple[int | str | None, ...] | None, tuple[int, ...]]]):
+        self.unbound = [(str(name), None if dims is None else tuple(dims), tuple(unknown))
+                       for name, dims, unknown in unbound]
+        super().__init__(self.describe("api"))
+
+    def problems(self) -> list[str]:
+        """One phrase per input: ``input 'x' has unknown dim 0 ('N')``."""
+        out = []
+        for name, dims, unknown in self.unbound:
+            if dims is None:
+                out.append(f"input {name!r} has no declared shape")
+                continue
+            labels = [f"dim {i}" + (f" ({dims[i]!r})" if isinstance(dims[i], str) else "")
+                      for i in unknown]
+            out.append(f"input {name!r} has unknown {', '.join(labels)}")
+        return out
+
+    def example(self, name: str) -> tuple[int, ...] | None:
+        """The declared shape of input ``name`` with 1 for each unknown dim (None: no shape)."""
+        for n, dims, _ in self.unbound:
+            if n == name and dims is not None:
+                return tuple(d if isinstance(d, int) else 1 for d in dims)
+        return None
+
+    def describe(self, style: str = "api") -> str:
+        """The message, hinting ``shape={...}`` (``"api"``) or ``--input-shapes`` (``"cli"``)."""
+        head = ("cannot import with dynamic shapes: " + "; ".join(self.problems())
+                + ". Kiln compiles static shapes: pass ")
+        examples = [(name, self.example(name)) for name, _, _ in self.unbound]
+        if style == "cli":
+            items = [f"{n}:{'x'.join(str(d) for d in ex) if ex is not None else 'D0xD1x...'}"
+                     for n, ex in examples]
+            hint = f"--input-shapes {','.join(items)}"
+        else:
+            items = [f"{n!r}: {ex if ex is not None else '(d0, d1, ...)'}" for n, ex in examples]
+            hint = "shape={" + ", ".join(items) + "} to from_onnx"
+        return head + hint + " (with your sizes for the unknown dims)"
+
+
+class InputShapeError(FrontendError):
+    """A shape given for a graph input contradicts the rank or a static dim the model declares.
+
+    Parameters
+    ----------
+    input_name : str
+        The graph input.
+    dim : int or None
+        The dim that disagrees (None: the ranks differ).
+    declared : tuple
+        The model's dims (an int for a static dim, a name or None for a symbolic one).
+    given : tuple of int
+        The shape given.
+    """
+
+    def __init__(self, input_name: str, dim: int | None,
+                 declared: tuple[int | str | None, ...], given: tuple[int, ...]):
+        self.input_name = input_name
+        self.dim = dim
+        self.declared = tuple(declared)
+        self.given = tuple(given)
+        model = _format_dims(self.declared)
+        if dim is None:
+            message = (f"the shape given for input {input_name!r}, {list(self.given)}, has rank "
+                       f"{len(self.given)}, but the model declares rank {len(self.declared)} "
+                       f"({model})")
+        else:
+            message = (f"the shape given for input {input_name!r}, {list(self.given)}, contradicts "
+                       f"the model at dim {dim}: the model declares {self.declared[dim]}, got "
+                       f"{self.given[dim]} (model shape {model}; only symbolic or unknown dims "
+                       "can be chosen)")
+        super().__init__(message)
+
+
+
+class ConfigError(KilnError, ValueError):
+    """A setting is invalid: the message names the environment variable (or attribute) and value."""
+
+
+class CompilerNotFoundError(CompileError):
+    """The configured C compiler command cannot be run (missing, or not executable)."""

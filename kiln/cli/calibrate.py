@@ -66,12 +66,14 @@ def calibration_arrays(data: dict[Any, dict[str, list[Any]]]) -> dict[str, np.nd
 
 def run(args: argparse.Namespace) -> int:
     """Partition the model, collect the calibration data in one run, write the ``.npz``."""
+    from kiln import progress
     from kiln.analysis.calibration import get_calibration_data
     from kiln.frontend.onnx import from_onnx
     from kiln.transform import AnnotateTarget, MergeCompilerRegions, PartitionGraph
 
     inputs = _load_inputs(args.inputs)
-    mod, params = from_onnx(args.model, shape={k: v.shape for k, v in inputs.items()})
+    with progress.stage("import"):
+        mod, params = from_onnx(args.model, shape={k: v.shape for k, v in inputs.items()})
     names = [p.name_hint for p in mod["main"].params if p.name_hint not in params]
     missing = [n for n in names if n not in inputs]
     if missing:
@@ -80,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     mod = AnnotateTarget([args.target])(mod)
     mod = PartitionGraph()(MergeCompilerRegions()(mod))
     values = {n: inputs[n] for n in names}
-    data = get_calibration_data(mod, {**values, **params}, target=args.run_target)
+    with progress.stage("calibration run"):  # builds (passes, kernels), then runs once
+        data = get_calibration_data(mod, {**values, **params}, target=args.run_target)
     if not data:
         raise KilnError(f"no operator of {args.model} went to external target {args.target!r}, so "
                         "there is nothing to calibrate")

@@ -6,25 +6,96 @@ import argparse
 import time
 from pathlib import Path
 
-from kiln.errors import KilnError
+from kiln.errors import DynamicShapeError, KilnError
 
 __all__ = ["add_arguments", "parse_input_shapes", "run"]
 
 
+_SHAPES_FORMS = "NAME:D1xD2x... or NAME:[D1,D2,...] (e.g. data:1x3x224x224 or data:[1,3,224,224])"
+
+
+def _shape_items(text: str) -> list[str]:
+    """Split at commas and spaces outside brackets; ``a: [1, 2]`` stays one item."""
+    items: list[str] = []
+    current, depth = "", 0
+    for ch in text:
+        if ch == "[":
+            depth += 1
+            if depth > 1:
+                raise KilnError(f"--input-shapes: nested '[' in {text!r}; expected {_SHAPES_FORMS}")
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise KilnError(f"--input-shapes: unmatched ']' in {text!r}; expected {_SHAPES_FORMS}")
+        if depth == 0 and (ch == "," or ch.isspace()):
+            if current:
+                items.append(current)
+            current = ""
+            continue
+        current += ch
+    if depth:
+        raise KilnError(f"--input-shapes: unclosed '[' in {text!r}; expected {_SHAPES_FORMS}")
+    if current:
+        items.append(current)
+    merged: list[str] = []
+    for item in items:  # "a: [1,2]" and "a :[1,2]" split at the space; join them again
+        if merged and (merged[-1].endswith(":") or item.startswith(":")):
+            merged[-1] += item
+        else:
+            merged.append(item)
+    return merged
+
+
+def _parse_dims(name: str, dims: str) -> tuple[int, ...]:
+    if dims.startswith("[") or dims.endswith("]"):
+        if not (dims.startswith("[") and dims.endswith("]")):
+            raise KilnError(f"--input-shapes: the dimensions of {name!r} are {dims!r}; expected "
+                            f"{_SHAPES_FORMS}")
+        parts = [d.strip() for d in dims[1:-1].split(",")] if dims[1:-1].strip() else []
+    else:
+        parts = dims.split("x") if dims else []
+    if not all(p.isascii() and p.isdigit() for p in parts):
+        negative = any(p.startswith("-") and p[1:].isdigit() for p in parts)
+        why = (" (Kiln compiles static shapes: give every dim a size)" if negative else "")
+        raise KilnError(f"--input-shapes: the dimensions of {name!r} must be integers (0 or "
+                        f"more), got {dims!r}{why}; expected {_SHAPES_FORMS}")
+    return tuple(int(p) for p in parts)
+
+
 def parse_input_shapes(text: str | None) -> dict[str, tuple[int, ...]]:
-    """``"data:1x3x224x224,mask:1x128"`` -> ``{"data": (1, 3, 224, 224), "mask": (1, 128)}``."""
+    """Parse ``--input-shapes``: Kiln's ``x`` form or tvmc's bracket form, several inputs.
+
+    Inputs are separated by commas or spaces; an input name may itself hold ``:`` (the last one
+    starts the dims).
+
+    Parameters
+    ----------
+    text : str or None
+        ``"data:1x3x224x224,mask:1x128"``, ``"data:[1,3,224,224] mask:[1,128]"`` (tvmc), or a
+        mix; ``"x:"`` or ``"x:[]"`` is a 0-d input.
+
+    Returns
+    -------
+    dict of str to tuple of int
+        ``{"data": (1, 3, 224, 224), "mask": (1, 128)}``.
+
+    Raises
+    ------
+    KilnError
+        Malformed text, a negative or non-integer dim, or an input named twice (one line).
+    """
     shapes: dict[str, tuple[int, ...]] = {}
-    if not text:
+    if not text or not text.strip():
         return shapes
-    for item in text.split(","):
-        name, sep, dims = item.strip().rpartition(":")
-        if not sep or not name:
-            raise KilnError(f"--input-shapes: {item!r} is not NAME:D1xD2x... (e.g. data:1x3x224x224)")
-        try:
-            shapes[name] = tuple(int(d) for d in dims.split("x")) if dims else ()
-        except ValueError:
-            raise KilnError(f"--input-shapes: dimensions of {name!r} must be integers joined by "
-                            f"'x', got {dims!r}") from None
+    for item in _shape_items(text):
+        name, sep, dims = item.rpartition(":")
+        if not sep or not name or "[" in name or "]" in name:
+            raise KilnError(f"--input-shapes: {item!r} is not {_SHAPES_FORMS}")
+        if name in shapes:
+            raise KilnError(f"--input-shapes: input {name!r} is given twice")
+        shapes[name] = _parse_dims(name, dims)
+    if not shapes:
+        raise KilnError(f"--input-shapes: {text!r} names no input; expected {_SHAPES_FORMS}")
     return shapes
 
 
@@ -36,7 +107,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default="c", help="c (default; llvm is an alias) or numpy")
     parser.add_argument("--opt-level", type=int, default=3)
     parser.add_argument("--input-shapes", default=None,
-                        help="bind input shapes, e.g. data:1x3x224x224,mask:1x128")
+                        help="bind input shapes, e.g. data:1x3x224x224,mask:1x128 or (as tvmc) "
+                             "\"data:[1,3,224,224] mask:[1,128]\"")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
@@ -44,16 +116,25 @@ def run(args: argparse.Namespace) -> int:
     """Compile ``args.model`` into ``args.output``; print a short summary."""
     import json
 
-    import kiln
-    from kiln import relay
+    from kiln import progress, relay
+    from kiln.cli._common import pass_context, require_compiler
+    from kiln.target import Target
 
+    shapes = parse_input_shapes(args.input_shapes)
+    if Target(args.target).is_native:  # fail before the import, naming the way around
+        require_compiler()
     t0 = time.perf_counter()
-    mod, params = relay.frontend.from_onnx(str(args.model), shape=parse_input_shapes(args.input_shapes))
+    with progress.stage("import"):
+        try:
+            mod, params = relay.frontend.from_onnx(str(args.model), shape=shapes)
+        except DynamicShapeError as e:  # hint at --input-shapes, not the Python API's shape=
+            raise KilnError(e.describe("cli")) from e
     t1 = time.perf_counter()
-    with kiln.transform.PassContext(opt_level=args.opt_level):
+    with progress.stage("build"), pass_context(args.opt_level, getattr(args, "verbose", False)):
         factory = relay.build(mod, target=args.target, params=params)
     t2 = time.perf_counter()
-    factory.export_library(args.output)
+    with progress.stage("export"):
+        factory.export_library(args.output)
     t3 = time.perf_counter()
     graph = factory.graph
     plan = factory.metadata.get("memory_plan", {})

@@ -1,4 +1,9 @@
-"""``kiln inspect graph.json|model.so|x.params``: what an artifact holds, without running it."""
+"""``kiln inspect graph.json|model.so|x.params``: what an artifact holds, without running it.
+
+The node and params tables fit the terminal's width (``--width``): each node is named once (its
+kernel is shown only where it is more than the name says) with the source-model (ONNX) layers it
+came from; long names are shortened in the middle. ``--json`` prints everything, untruncated.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +22,11 @@ __all__ = ["add_arguments", "describe", "run"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``kiln inspect``."""
     parser.add_argument("path", type=Path, help="graph JSON, exported artifact (.so) or params file")
-    parser.add_argument("--json", action="store_true", help="print the description as JSON")
+    parser.add_argument("--json", action="store_true",
+                        help="print the description as JSON (full names, source layers)")
+    parser.add_argument("--width", type=int, default=None, metavar="N",
+                        help="table width in characters (default: the terminal's, 100 when output "
+                             "is not a terminal; 0: no limit, full names)")
 
 
 def _params_table(params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -40,7 +49,7 @@ def _graph_description(graph: Any) -> dict[str, Any]:
             "shape": list(graph.shapes[eid]) if eid is not None else [],
             "dtype": graph.entry_dtype(eid) if eid is not None else "",
             "storage_id": graph.storage_ids[eid] if eid is not None else None,
-            "source_names": node.attr("source_names", "") or "",
+            "source_names": [s for s in (node.attr("source_names", "") or "").split(",") if s],
         })
     from kiln.ir.types import np_dtype
 
@@ -70,7 +79,59 @@ def describe(path: Path) -> dict[str, Any]:
             **_graph_description(graph), "params": _params_table(lib.get_params())}
 
 
-def _print_text(info: dict[str, Any]) -> None:
+def _shape_text(shape: list[int]) -> str:
+    return "x".join(str(d) for d in shape) if shape else "()"
+
+
+def _node_table(nodes: list[dict[str, Any]], params: set[str], width: int) -> str:
+    from kiln.runtime.table import (
+        Column,
+        format_table,
+        kernel_differs,
+        shorten_kernel,
+        strip_kernel_prefix,
+    )
+
+    with_kernel = any(n["func"] and kernel_differs(n["name"], n["func"]) for n in nodes)
+    columns = [Column("#", ">"), Column("Node", shrink=1, min_width=12, shortener=shorten_kernel)]
+    if with_kernel:
+        columns.append(Column("Kernel", shrink=1, min_width=10, shortener=shorten_kernel))
+    columns += [Column("Shape", shrink=2, min_width=7), Column("Dtype"), Column("SID", ">"),
+                Column("Source", shrink=1, min_width=8)]
+
+    def rows(name: Any) -> list[list[str]]:
+        out = []
+        for n in nodes:
+            cells = [str(n["id"]), name(n["name"])]
+            if with_kernel:
+                cells.append(name(n["func"]) if n["func"] and kernel_differs(n["name"], n["func"])
+                             else "")
+            if n["op"] == "null":  # no source layer: say what it is
+                kind = "(param)" if n["name"] in params else "(input)"
+            else:
+                kind = ",".join(n["source_names"]) or "-"
+            cells += [_shape_text(n["shape"]), n["dtype"],
+                      "" if n["storage_id"] is None else str(n["storage_id"]), kind]
+            out.append(cells)
+        return out
+
+    full = format_table(columns, rows(str), None)
+    if not width or max(len(line) for line in full.splitlines()) <= width:
+        return full
+    # too wide: every kernel name loses its tvmgen_<module>_ prefix alike, then names shrink
+    return format_table(columns, rows(strip_kernel_prefix), width)
+
+
+def _params_text(params: list[dict[str, Any]], width: int) -> str:
+    from kiln.runtime.table import Column, format_table
+
+    columns = [Column("Name", shrink=1, min_width=12), Column("Shape", shrink=2, min_width=7),
+               Column("Dtype"), Column("Bytes", ">")]
+    return format_table(columns, [[p["name"], _shape_text(p["shape"]), p["dtype"], str(p["bytes"])]
+                                  for p in params], width)
+
+
+def _print_text(info: dict[str, Any], width: int) -> None:
     if "metadata" in info:
         meta = info["metadata"]
         for key in ("target", "opt_level", "kiln_version", "created"):
@@ -82,23 +143,23 @@ def _print_text(info: dict[str, Any]) -> None:
     if "nodes" in info:
         print(f"{len(info['nodes'])} nodes, {info['num_storage']} storage slots, "
               f"{info['storage_bytes'] / 1e6:.3f} MB planned")
-        width = max(len(n["name"]) for n in info["nodes"])
-        for n in info["nodes"]:
-            what = n["func"] or n["op"]
-            print(f"  {n['id']:>4}  {n['name']:<{width}}  {what:<40} {tuple(n['shape'])!s:<20} "
-                  f"{n['dtype']:<8} sid={n['storage_id']}  {n['source_names']}")
+        print(_node_table(info["nodes"], {p["name"] for p in info.get("params", [])}, width))
     if "params" in info:
         total = sum(p["bytes"] for p in info["params"])
         print(f"{len(info['params'])} params, {total / 1e6:.3f} MB")
-        for p in info["params"]:
-            print(f"  {p['name']:<32} {tuple(p['shape'])!s:<24} {p['dtype']:<8} {p['bytes']} bytes")
+        if info["params"]:
+            print(_params_text(info["params"], width))
 
 
 def run(args: argparse.Namespace) -> int:
     """Print what ``args.path`` holds."""
+    from kiln.runtime.table import terminal_width
+
+    if args.width is not None and args.width < 0:
+        raise KilnError(f"--width must be 0 (no limit) or positive, got {args.width}")
     info = describe(args.path)
     if args.json:
         print(json.dumps(info, indent=2))
     else:
-        _print_text(info)
+        _print_text(info, terminal_width() if args.width is None else args.width)
     return 0

@@ -1,19 +1,26 @@
 """Entry point of the ``kiln`` command: parses arguments and dispatches to one module per command.
 
-Each command module defines ``add_arguments(parser)`` and ``run(args) -> int``; errors Kiln raises
-on purpose become one-line messages and exit status 1 (2 for usage errors).
+Each command module defines ``add_arguments(parser)`` and ``run(args) -> int``. Whatever a command
+raises becomes one line on standard error, ``kiln <command>: error: <message>``, and exit status 1
+(2 for usage errors, 130 when interrupted); ``-v/--verbose`` (before or after the command) also
+prints the traceback, and the time of every stage and pass. Long work shows its progress on
+standard error: a bar on a terminal, nothing when standard error is piped (unless ``-v``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 
+from kiln import progress
 from kiln.errors import KilnError
 
-__all__ = ["main"]
+__all__ = ["build_parser", "error_message", "main"]
 
 # command name -> (module under kiln.cli, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -25,6 +32,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "calibrate": ("calibrate", "save the inputs and outputs of each external-target region"),
 }
 
+VERBOSE_HELP = "print stage and per-pass times, and the traceback of an error"
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every command."""
@@ -32,11 +41,42 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="kiln", description="Kiln: a deep-learning model compiler.")
     parser.add_argument("--version", action="version", version=f"kiln {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         importlib.import_module(f"kiln.cli.{module}").add_arguments(p)
+        # also after the command; SUPPRESS keeps a -v given before the command
+        with contextlib.suppress(argparse.ArgumentError):  # the command has its own -v
+            p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                           help=VERBOSE_HELP)
     return parser
+
+
+def error_message(exc: BaseException) -> str:
+    """The text after ``error:`` for an exception a command raised.
+
+    Kiln's own errors are shown as written; an ``OSError`` without its ``[Errno N]`` prefix;
+    anything else as ``Type: message`` on one line, with a pointer to ``--verbose``.
+    """
+    if isinstance(exc, KilnError):
+        return str(exc) or type(exc).__name__
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename!r}" if exc.filename is not None else ""
+        return f"{exc.strerror}{where}"
+    text = " ".join(str(exc).split())
+    return (f"{type(exc).__name__}{': ' + text if text else ''} "
+            "(unexpected; --verbose shows the traceback)")
+
+
+def _discard_stdout() -> None:
+    """Point standard output at devnull, so the exit flush cannot fail again (see Python's
+    "Note on SIGPIPE" in the signal module's docs)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # stdout is not a real file (e.g. captured)
+        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -46,12 +86,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    module = importlib.import_module(f"kiln.cli.{COMMANDS[args.command][0]}")
+    command = args.command
+    verbose = bool(getattr(args, "verbose", False))
+    reporter = progress.TerminalReporter.for_stream(sys.stderr, verbose=verbose,
+                                                    prefix=f"kiln {command}")
     try:
-        return int(module.run(args) or 0)
-    except KilnError as e:
-        print(f"kiln {args.command}: error: {e}", file=sys.stderr)
+        try:
+            module = importlib.import_module(f"kiln.cli.{COMMANDS[command][0]}")
+            with progress.reporting(reporter):
+                status = int(module.run(args) or 0)
+            sys.stdout.flush()  # a closed pipe shows here, not at exit
+        finally:
+            reporter.close()
+    except BrokenPipeError:  # e.g. `kiln inspect model.so | head -1`: the reader has gone
+        _discard_stdout()
         return 1
-    except FileNotFoundError as e:
-        print(f"kiln {args.command}: error: {e}", file=sys.stderr)
+    except KeyboardInterrupt:
+        if verbose:
+            traceback.print_exc()
+        print(f"kiln {command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        if verbose:
+            traceback.print_exc()
+        print(f"kiln {command}: error: {error_message(e)}", file=sys.stderr)
         return 1
+    return status

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
+from kiln.cli._args import positive_int
 from kiln.errors import KilnError
 
 __all__ = ["add_arguments", "run"]
@@ -21,8 +23,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=".npz to write the outputs to (keys: output names)")
     parser.add_argument("--benchmark", "--print-time", dest="benchmark", action="store_true",
                         help="also time the run (median over repeats)")
-    parser.add_argument("--repeat", type=int, default=10, help="timed measurements with --benchmark")
-    parser.add_argument("--threads", type=int, default=None, help="kernel threads (default: usable CPUs)")
+    parser.add_argument("--repeat", type=positive_int, default=10,
+                        help="timed measurements with --benchmark")
+    parser.add_argument("--threads", type=positive_int, default=None,
+                        help="kernel threads (default: usable CPUs)")
+
+
+def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Write ``arrays`` to ``path`` as ``np.savez`` does, keyed by any names.
+
+    ``np.savez(path, **arrays)`` cannot take the keys ``file`` or ``allow_pickle`` (ONNX output
+    names are free text), and it appends ``.npz`` to a path without it.
+    """
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, value in arrays.items():
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, np.asanyarray(value), allow_pickle=False)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,16 +65,13 @@ def run(args: argparse.Namespace) -> int:
     for name, value in given.items():
         module.set_input(name, value)
     module.run()
-    names = [o["name"] for o in getattr(lib, "metadata", {}).get("outputs", [])]
     outputs = {}
-    for i in range(module.get_num_outputs()):
-        name = names[i] if i < len(names) else f"output_{i}"
-        outputs[name] = module.get_output(i).numpy()
-        value = outputs[name]
+    for i, name in enumerate(module.get_output_names()):  # the model's output names
+        value = outputs[name] = module.get_output(i).numpy()
         print(f"{name}: shape {value.shape} {value.dtype}, min {value.min() if value.size else 0:.6g}, "
               f"max {value.max() if value.size else 0:.6g}, mean {value.mean() if value.size else 0:.6g}")
     if args.output is not None:
-        np.savez(args.output, **outputs)
+        save_npz(args.output, outputs)
         print(f"wrote {args.output}")
     if args.benchmark:
         result = module.benchmark(kiln.cpu(), repeat=args.repeat, number=1, min_repeat_ms=50)

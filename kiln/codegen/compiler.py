@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from kiln.config import settings, usable_cpus
-from kiln.errors import CompileError
+from kiln.errors import CompileError, CompilerNotFoundError
 
 __all__ = [
     "BASE_FLAGS",
@@ -85,10 +85,10 @@ def _run(cmd: list[str], what: str, cwd: Path | None = None) -> subprocess.Compl
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=cwd)
     except FileNotFoundError:
-        raise CompileError(f"{what}: C compiler {cmd[0]!r} not found (set CC or "
-                           f"kiln.config.settings.cc)\ncommand: {line}") from None
+        raise CompilerNotFoundError(f"{what}: C compiler {cmd[0]!r} not found (set CC or "
+                                    f"kiln.config.settings.cc)\ncommand: {line}") from None
     except PermissionError as e:
-        raise CompileError(f"{what}: cannot run {cmd[0]!r}: {e}\ncommand: {line}") from None
+        raise CompilerNotFoundError(f"{what}: cannot run {cmd[0]!r}: {e}\ncommand: {line}") from None
     if proc.returncode != 0:
         raise CompileError(f"{what} failed with exit code {proc.returncode}\ncommand: {line}\n"
                            f"stderr:\n{proc.stderr.strip()}")
@@ -219,7 +219,12 @@ def _blob_object(blob: bytes, folder: Path, flags: list[str]) -> Path:
 # --- building shared libraries ----------------------------------------------------------------
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CompileError(f"cannot create the compile cache folder {path.parent} "
+                           f"({e.strerror or e}): set KILN_CACHE_DIR (or kiln.config.settings."
+                           "cache_dir) to a writable folder") from None
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:

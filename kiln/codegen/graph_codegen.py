@@ -17,11 +17,15 @@ Kiln build writes the graph TVM would:
 - tuple results become multi-output nodes, tuple arguments are flattened, and ``heads`` list the
   outputs of ``main`` (several for a tuple result);
 - the per-entry ``shape`` / ``dltype`` / ``storage_id`` / ``device_index`` attributes come from the
-  types and the :mod:`~kiln.codegen.memory_plan`.
+  types and the :mod:`~kiln.codegen.memory_plan`;
+- output names (the ONNX importer's ``mod.attrs["output_names"]``), when given, go in the
+  graph's top-level ``metadata`` (``{"output_names": [...]}``, one per head), which TVM's reader
+  tolerates.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,7 +34,7 @@ from kiln.codegen.memory_plan import MemoryPlan, flat_tensor_types, plan_memory
 from kiln.errors import KilnError
 from kiln.ir.expr import Call, Constant, Expr, Function, GlobalVar, Op, Tuple, TupleGetItem, Var
 from kiln.ir.structural import structural_equal, structural_hash
-from kiln.ir.types import TensorType, TupleType
+from kiln.ir.types import TensorType, TupleType, Type
 from kiln.ir.visitor import post_order
 from kiln.runtime.graph_json import GraphJSON, Node, NodeEntry
 
@@ -41,6 +45,7 @@ __all__ = [
     "NameSupply",
     "fused_name",
     "graph_codegen",
+    "head_names",
     "std_string_hash",
 ]
 
@@ -183,6 +188,52 @@ def _node_attrs(fn: Function, call: Call) -> dict[str, str]:
     return attrs
 
 
+def head_names(ret_type: Type, names: Sequence[str]) -> list[str]:
+    """One distinct name per graph head, from one name per output of ``main``.
+
+    An output that is itself a tuple (an ONNX sequence) flattens to several heads named
+    ``name_0``, ``name_1``, ...; a name used twice gets ``_1``, ``_2``, ... suffixes.
+
+    Parameters
+    ----------
+    ret_type : Type
+        ``main``'s return type.
+    names : sequence of str
+        One name per output: per field of a tuple result (when there are several names), or for
+        the whole result (one name).
+
+    Raises
+    ------
+    KilnError
+        The number of names is not the number of outputs.
+    """
+    names = [str(n) for n in names]
+    if len(names) == 1:
+        outputs: Sequence[Type] = (ret_type,)
+    elif isinstance(ret_type, TupleType):
+        outputs = ret_type.fields
+    else:
+        outputs = (ret_type,)
+    if len(outputs) != len(names):
+        raise KilnError(f"graph codegen: {len(names)} output names ({', '.join(names)}) for a main "
+                        f"function with {len(outputs)} output(s)")
+    out: list[str] = []
+
+    def unique(name: str) -> str:  # names stay as given (ONNX names hold dots and slashes)
+        candidate, n = name, 0
+        while candidate in out:
+            n += 1
+            candidate = f"{name}_{n}"
+        return candidate
+
+    for name, ty in zip(names, outputs):
+        if isinstance(ty, TupleType):
+            out.extend(unique(f"{name}_{i}") for i in range(len(flat_tensor_types(ty))))
+        else:
+            out.append(unique(name))
+    return out
+
+
 class _GraphBuilder:
     def __init__(self, main: Function, mod_name: str):
         self.main = main
@@ -252,7 +303,7 @@ class _GraphBuilder:
             node = Node.kernel(self.node_names.fresh(symbol), symbol, inputs, num_outputs, attrs)
         self.refs[id(call)] = self.add_node(node, call)
 
-    def build(self) -> LoweredGraph:
+    def build(self, output_names: Sequence[str] | None = None) -> LoweredGraph:
         for p in self.main.params:
             if not isinstance(p.checked_type, TensorType):
                 raise KilnError(f"graph codegen: input %{p.name_hint} has type {p.checked_type}; "
@@ -262,13 +313,16 @@ class _GraphBuilder:
             if isinstance(node, (Op, GlobalVar, Function)) or id(node) in self.refs:
                 continue
             self.visit(node)
+        names = (head_names(self.main.body.checked_type, output_names)
+                 if output_names is not None else None)
         graph = GraphJSON.create(
             self.nodes, self.refs[id(self.main.body)], [t.shape for t in self.entry_types],
-            [t.dtype for t in self.entry_types], self.entry_storage)
+            [t.dtype for t in self.entry_types], self.entry_storage, output_names=names)
         return LoweredGraph(graph, self.params, self.functions, self.plan)
 
 
-def graph_codegen(main: Function, mod_name: str = "default") -> LoweredGraph:
+def graph_codegen(main: Function, mod_name: str = "default",
+                  output_names: Sequence[str] | None = None) -> LoweredGraph:
     """Lower a fused, typed ``main`` to a graph executor graph.
 
     Parameters
@@ -278,6 +332,9 @@ def graph_codegen(main: Function, mod_name: str = "default") -> LoweredGraph:
         tuples, projections, constants and its parameters.
     mod_name : str
         Module name used in kernel symbols (``tvmgen_<mod_name>_fused_...``).
+    output_names : sequence of str, optional
+        One name per output of ``main`` (see :func:`head_names`), written into the graph's
+        ``metadata``; without them the outputs are ``output_0``, ``output_1``, ...
 
     Returns
     -------
@@ -289,4 +346,4 @@ def graph_codegen(main: Function, mod_name: str = "default") -> LoweredGraph:
     KilnError
         For graphs the graph executor cannot run (calls of non-fused functions, control flow).
     """
-    return _GraphBuilder(main, mod_name).build()
+    return _GraphBuilder(main, mod_name).build(output_names)

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from kiln import progress
 from kiln.codegen.c_codegen import CCodegen
 from kiln.config import settings, usable_cpus
 from kiln.errors import CompileError
@@ -290,20 +291,35 @@ def build_native(functions: Mapping[str, Function], target: Any = None, *,
 
     vector_bytes = detect_vector_bytes()
     threads = max(1, settings.num_threads)
-    prims = [lower_function(name, fn, vector_bytes, threads, schedule_lookup)
-             for name, fn in functions.items()]
+    prims: list[PrimFunc] = []
+    with progress.stage("lowering", total=len(functions), unit="distinct kernels") as st:
+        for name, fn in functions.items():
+            prims.append(lower_function(name, fn, vector_bytes, threads, schedule_lookup))
+            st.advance()
     signatures = {p.name: tuple((tuple(b.shape), b.dtype) for b in p.params) for p in prims}
-    sources = generate_module_sources(prims, vector_bytes)
+    with progress.stage("generating C"):
+        sources = generate_module_sources(prims, vector_bytes)
     hint = "kernels" if len(prims) != 1 else prims[0].name
     if len(sources) == 1:
-        so = compile_cached(sources[0], hint, flags=COMPILE_FLAGS)
-        return NativeLibrary(so, sources=[so.with_suffix(".c")], signatures=signatures)
+        with progress.stage("compiling C", total=len(prims), unit="distinct kernels") as st:
+            so = compile_cached(sources[0], hint, flags=COMPILE_FLAGS)
+            st.advance(len(prims))
+        lib = NativeLibrary(so, sources=[so.with_suffix(".c")], signatures=signatures)
+        lib.functions = dict(functions)
+        return lib
     workers = max(1, min(len(sources), usable_cpus()))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        parts = list(pool.map(lambda s: compile_cached(s, f"{hint}_part", flags=COMPILE_FLAGS),
-                              sources))
+    with progress.stage("compiling C", total=len(prims), unit="distinct kernels") as st, \
+            ThreadPoolExecutor(max_workers=workers) as pool:
+        def compile_chunk(i: int) -> Path:  # reports its kernels as the chunk finishes
+            so = compile_cached(sources[i], f"{hint}_part", flags=COMPILE_FLAGS)
+            st.advance(len(prims[i * KERNELS_PER_CHUNK:(i + 1) * KERNELS_PER_CHUNK]))
+            return so
+
+        parts = list(pool.map(compile_chunk, range(len(sources))))
     key = hashlib.sha256("\0".join(str(p) for p in parts).encode()).hexdigest()[:24]
     out = Path(settings.cache_dir) / "compile" / f"{hint}-{key}.so"
     if not out.is_file():
         compile_shared([p.with_suffix(".o") for p in parts], out, extra_flags=COMPILE_FLAGS)
-    return NativeLibrary(out, sources=[p.with_suffix(".c") for p in parts], signatures=signatures)
+    lib = NativeLibrary(out, sources=[p.with_suffix(".c") for p in parts], signatures=signatures)
+    lib.functions = dict(functions)  # provenance for the debugger (kiln.debug.compare)
+    return lib

@@ -26,7 +26,14 @@ import numpy as np
 import onnx
 
 import kiln.op as K
-from kiln.errors import FrontendError, KilnError, KilnTypeError, UnsupportedOpError
+from kiln.errors import (
+    DynamicShapeError,
+    FrontendError,
+    InputShapeError,
+    KilnError,
+    KilnTypeError,
+    UnsupportedOpError,
+)
 from kiln.frontend import (  # noqa: F401  (importing a family registers its converters)
     onnx_conv,
     onnx_deform,
@@ -97,6 +104,8 @@ def from_onnx(
         The model, or the path of an ``.onnx`` file, or its serialized bytes.
     shape : dict of str to tuple of int, optional
         Static shapes of graph inputs; required for every input with a symbolic or unknown dim.
+        A shape must keep the rank and the static dims the model declares
+        (:class:`~kiln.errors.InputShapeError` names the input and dim otherwise).
     dtype : str or dict of str to str
         Dtype of inputs whose element type the model leaves undefined (a dict overrides per
         input, as TVM does).
@@ -113,7 +122,7 @@ def from_onnx(
     -------
     mod : IRModule
         ``main`` takes the graph inputs (then the used params) and returns the graph outputs
-        (a tuple when there are several).
+        (a tuple when there are several); ``mod.attrs["output_names"]`` holds their ONNX names.
     params : dict of str to NDArray
         The params ``main`` takes besides the inputs (empty when ``freeze_params``).
 
@@ -178,7 +187,9 @@ class _Importer:
         used = {id(v) for v in free_vars(body)}
         params = [v for v in self.param_vars if id(v) in used]
         fn = Function([*self.inputs, *params], body)
-        mod = IRModule.from_expr(fn)
+        # the graph's output names travel with the module through relay.build (graph JSON,
+        # exported metadata, GraphModule.get_output(name))
+        mod = IRModule({"main": fn}, attrs={"output_names": tuple(vi.name for vi in graph.output)})
         # Params are runtime arrays, as TVM returns them (the IR's Constant.data does the same).
         from kiln.runtime.ndarray import NDArray
 
@@ -198,16 +209,19 @@ class _Importer:
     def bind_inputs(self, graph: onnx.GraphProto, scope: _Scope) -> None:
         initializers = {t.name for t in graph.initializer} | {s.values.name for s in graph.sparse_initializer}
         names = [vi.name for vi in graph.input if vi.name not in initializers]
-        for key in [*self.shape, *self.const_inputs]:
-            if key not in names:
-                raise FrontendError(f"an input named {key!r} was given, but the graph's inputs are "
-                                    f"{', '.join(repr(n) for n in names) or 'none'}")
-        unbound: list[str] = []
+        dtype_keys = list(self.dtype) if isinstance(self.dtype, Mapping) else []
+        for what, keys in (("a shape was given for", self.shape),
+                           ("const_inputs names", self.const_inputs), ("dtype names", dtype_keys)):
+            for key in keys:
+                if key not in names:
+                    raise FrontendError(f"{what} {key!r}, which is not a graph input (the graph's "
+                                        f"inputs are {', '.join(repr(n) for n in names) or 'none'})")
+        unbound: list[tuple[str, tuple[int | str | None, ...] | None, tuple[int, ...]]] = []
         for vi in graph.input:
             if vi.name in initializers:
                 continue
             ty, problem = self.input_type(vi)
-            if problem:
+            if problem is not None:
                 unbound.append(problem)
                 continue
             assert ty is not None
@@ -222,12 +236,15 @@ class _Importer:
             self.inputs.append(v)
             scope.values[vi.name] = self.register(v)
         if unbound:
-            raise FrontendError("cannot import with dynamic shapes: " + "; ".join(unbound)
-                                + ". Kiln compiles static shapes: pass shape={name: (dims...)} "
-                                  "to from_onnx for these inputs")
+            raise DynamicShapeError(unbound)
 
-    def input_type(self, vi: onnx.ValueInfoProto) -> tuple[TensorType | None, str]:
-        """The static type of graph input ``vi``, or a description of its unbound dims."""
+    def input_type(self, vi: onnx.ValueInfoProto) -> tuple[
+            TensorType | None, tuple[str, tuple[int | str | None, ...] | None, tuple[int, ...]] | None]:
+        """The static type of graph input ``vi``, or (name, declared dims, unbound dim indices).
+
+        A shape given with ``shape=`` must keep the model's rank and its static dims; only
+        symbolic (``dim_param``) and unknown dims take the given sizes.
+        """
         if vi.type.WhichOneof("value") not in (None, "tensor_type"):
             raise FrontendError(f"graph input {vi.name!r} is a {vi.type.WhichOneof('value')}; "
                                 "Kiln takes tensor inputs only")
@@ -238,27 +255,29 @@ class _Importer:
             dtype = onnx_dtype(tt.elem_type, f"graph input {vi.name!r}")
         else:
             dtype = self.dtype if isinstance(self.dtype, str) else "float32"
-        declared = list(tt.shape.dim) if tt.HasField("shape") else None
+        declared = None if not tt.HasField("shape") else tuple(
+            int(d.dim_value) if d.HasField("dim_value") and d.dim_value >= 0
+            else (d.dim_param or None) for d in tt.shape.dim)
         if vi.name in self.shape:
             shape = self.shape[vi.name]
-            if declared is not None and len(declared) != len(shape):
-                raise FrontendError(f"shape={{{vi.name!r}: {shape}}} has rank {len(shape)}, but the "
-                                    f"model declares input {vi.name!r} with rank {len(declared)}")
-            return TensorType(shape, dtype), ""
+            if any(d < 0 for d in shape):
+                raise FrontendError(f"the shape given for input {vi.name!r}, {list(shape)}, has a "
+                                    "negative dim")
+            if declared is not None:
+                if len(declared) != len(shape):
+                    raise InputShapeError(vi.name, None, declared, shape)
+                for i, (d, g) in enumerate(zip(declared, shape)):
+                    if isinstance(d, int) and d != g:
+                        raise InputShapeError(vi.name, i, declared, shape)
+            return TensorType(shape, dtype), None
         if vi.name in self.const_inputs:
-            return TensorType(np.shape(self.const_inputs[vi.name]), dtype), ""
+            return TensorType(np.shape(self.const_inputs[vi.name]), dtype), None
         if declared is None:
-            return None, f"input {vi.name!r} has no declared shape"
-        dims, bad = [], []
-        for i, d in enumerate(declared):
-            if d.HasField("dim_value") and d.dim_value >= 0:
-                dims.append(int(d.dim_value))
-            else:
-                label = f" ({d.dim_param!r})" if d.dim_param else ""
-                bad.append(f"dim {i}{label}")
-        if bad:
-            return None, f"input {vi.name!r} has unknown {', '.join(bad)}"
-        return TensorType(tuple(dims), dtype), ""
+            return None, (vi.name, None, ())
+        unknown = tuple(i for i, d in enumerate(declared) if not isinstance(d, int))
+        if unknown:
+            return None, (vi.name, declared, unknown)
+        return TensorType(tuple(d for d in declared if isinstance(d, int)), dtype), None
 
     def register(self, expr: Expr) -> Expr:
         self.known[id(expr)] = expr

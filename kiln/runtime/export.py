@@ -77,7 +77,8 @@ def default_metadata(graph: GraphJSON, params: Mapping[str, Any],
     params : mapping
         The bound params (their names are not inputs).
     given : mapping, optional
-        Keys set by the build (``target``, ``opt_level``, ``output_names``, ...).
+        Keys set by the build (``target``, ``opt_level``, ...); ``output_names`` overrides the
+        graph's own (:attr:`GraphJSON.output_names`: the model's names, else ``output_<i>``).
     """
     from kiln import __version__
 
@@ -90,7 +91,7 @@ def default_metadata(graph: GraphJSON, params: Mapping[str, Any],
         eid = graph.entry_id(nid, 0)
         inputs.append({"name": name, "shape": list(graph.shapes[eid]),
                        "dtype": graph.entry_dtype(eid)})
-    names = given.pop("output_names", None) or [f"output_{i}" for i in range(len(graph.heads))]
+    names = given.pop("output_names", None) or graph.output_names
     outputs = [{"name": str(n), "shape": list(graph.shapes[eid]), "dtype": graph.entry_dtype(eid)}
                for n, eid in zip(names, graph.output_entries)]
     meta: dict[str, Any] = {"target": None, "opt_level": None, "kiln_version": __version__,

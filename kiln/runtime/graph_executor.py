@@ -388,12 +388,42 @@ class GraphExecutor(Module):
         """Number of graph outputs."""
         return len(self.graph.heads)
 
-    def get_output(self, index: int, out: NDArray | np.ndarray | None = None) -> NDArray | np.ndarray:
-        """Output ``index``: an NDArray sharing the executor's buffer, or copied into ``out``."""
-        if not 0 <= int(index) < len(self.graph.heads):
-            raise IndexError(f"output index {index} is out of range: the graph has "
+    def get_output_names(self) -> list[str]:
+        """The output names, by index (the model's, or ``output_0``, ``output_1``, ...)."""
+        return list(self.graph.output_names)
+
+    def get_output_index(self, name: str) -> int:
+        """Index of output ``name``, or -1 (as :meth:`get_input_index`)."""
+        names = self.graph.output_names
+        return names.index(name) if name in names else -1
+
+    def _output_index(self, key: int | str) -> int:
+        if isinstance(key, str):
+            index = self.get_output_index(key)
+            if index < 0:
+                raise InputError(f"the graph has no output named {key!r}; its outputs are "
+                                 f"{', '.join(self.graph.output_names)}")
+            return index
+        if not isinstance(key, (int, np.integer)) or isinstance(key, bool):
+            raise TypeError(f"outputs are named by str or int index, got {type(key).__name__}")
+        if not 0 <= int(key) < len(self.graph.heads):
+            raise IndexError(f"output index {key} is out of range: the graph has "
                              f"{len(self.graph.heads)} output(s)")
-        value = self.entries[self.graph.output_entries[int(index)]]
+        return int(key)
+
+    def get_output(self, index: int | str,
+                   out: NDArray | np.ndarray | None = None) -> NDArray | np.ndarray:
+        """Output ``index`` (an int, or an output name): an NDArray sharing the executor's
+        buffer, or copied into ``out``.
+
+        Raises
+        ------
+        InputError
+            No output has that name (the message lists the names).
+        IndexError
+            The index is out of range.
+        """
+        value = self.entries[self.graph.output_entries[self._output_index(index)]]
         if out is None:
             return NDArray(value, self.device, copy=False)
         target = out.view_numpy() if isinstance(out, NDArray) else out
@@ -409,7 +439,7 @@ class GraphExecutor(Module):
     # --- module functions (TVM's packed-function names) ----------------------------------------
     _FUNCTIONS = ("set_input", "run", "get_output", "get_input", "get_num_outputs",
                   "get_num_inputs", "get_input_index", "get_input_info", "load_params",
-                  "share_params")
+                  "share_params", "get_output_index", "get_output_names")
 
     def _function(self, name: str) -> Callable[..., Any] | None:
         return getattr(self, name) if name in self._FUNCTIONS else None
@@ -427,6 +457,7 @@ class GraphModule:
     --------
     >>> m = GraphModule(lib["default"](kiln.cpu()))  # doctest: +SKIP
     >>> m.set_input("data", x); m.run(); y = m.get_output(0).numpy()  # doctest: +SKIP
+    >>> m.get_output_names(), m.get_output("output")  # doctest: +SKIP
     """
 
     def __init__(self, module: GraphExecutor | GraphModule):
@@ -458,9 +489,18 @@ class GraphModule:
         """Shape and dtype dicts of the non-param inputs."""
         return self.module.get_input_info()
 
-    def get_output(self, index: int, out: NDArray | np.ndarray | None = None) -> NDArray | np.ndarray:
-        """Output ``index``; copied into ``out`` when given."""
+    def get_output(self, index: int | str,
+                   out: NDArray | np.ndarray | None = None) -> NDArray | np.ndarray:
+        """Output ``index`` (an int or an output name); copied into ``out`` when given."""
         return self.module.get_output(index, out)
+
+    def get_output_index(self, name: str) -> int:
+        """Index of output ``name``, or -1."""
+        return self.module.get_output_index(name)
+
+    def get_output_names(self) -> list[str]:
+        """The output names, by index (the model's, or ``output_0``, ``output_1``, ...)."""
+        return self.module.get_output_names()
 
     def get_num_outputs(self) -> int:
         """Number of outputs."""

@@ -8,6 +8,10 @@ but otherwise ignored (the legacy NNVM ``dtype`` enum list), any other attribute
 Kiln also checks what TVM leaves to crash at run time: ``node_row_ptr`` against the nodes' output
 counts, input references, ``num_inputs``, ``arg_nodes`` against the null nodes, and the heads.
 
+Output names travel in the top-level ``metadata`` object (``{"output_names": [...]}``, one name
+per head), the one place TVM's reader tolerates extra data (it rejects unknown ``list_str``
+graph attrs); a graph without them names its outputs ``output_0``, ``output_1``, ...
+
 :meth:`GraphJSON.to_json` writes the text the way TVM's (dmlc) JSON writer does: 2-space indent,
 ``", "`` separators, integer lists on one line up to 10 items, no trailing newline.
 """
@@ -153,7 +157,8 @@ class GraphJSON:
     extra_attrs : tuple of (key, type, value)
         Skippable attributes kept as read (e.g. the legacy ``dtype`` enum list).
     metadata : any JSON value, or None
-        The optional top-level ``metadata`` value.
+        The optional top-level ``metadata`` value; Kiln keeps the output names there
+        (``{"output_names": [...]}``, see :attr:`output_names`).
     """
 
     nodes: tuple[Node, ...]
@@ -180,6 +185,7 @@ class GraphJSON:
         dltypes: Sequence[str],
         storage_ids: Sequence[int],
         device_index: Sequence[int] | None = None,
+        output_names: Sequence[str] | None = None,
     ) -> GraphJSON:
         """A graph from its nodes and per-entry plan; ``arg_nodes`` and ``node_row_ptr`` are derived.
 
@@ -193,6 +199,9 @@ class GraphJSON:
             Per entry (``dltypes`` as TVM writes them: ``"uint1"`` for bool).
         device_index : sequence of int, optional
             Per entry device type; defaults to 1 (CPU) everywhere, as TVM writes it.
+        output_names : sequence of str, optional
+            One distinct name per head, kept in ``metadata`` (default: none are written and the
+            outputs are called ``output_0``, ``output_1``, ...).
         """
         row = [0]
         for n in nodes:
@@ -207,6 +216,7 @@ class GraphJSON:
             dltypes=tuple("uint1" if as_dtype(d) == "bool" else str(d) for d in dltypes),
             storage_ids=tuple(int(s) for s in storage_ids),
             device_index=tuple(device_index) if device_index is not None else (1,) * num_entries,
+            metadata=None if output_names is None else {"output_names": [str(n) for n in output_names]},
         )
 
     # --- derived structure -------------------------------------------------------------------
@@ -229,6 +239,15 @@ class GraphJSON:
     def input_names(self) -> tuple[str, ...]:
         """Names of the arg nodes, in input-index order."""
         return tuple(self.nodes[i].name for i in self.arg_nodes)
+
+    @cached_property
+    def output_names(self) -> tuple[str, ...]:
+        """One name per head: the model's output names when the graph carries them (in
+        ``metadata``), else ``output_0``, ``output_1``, ..."""
+        names = self.metadata.get("output_names") if isinstance(self.metadata, dict) else None
+        if names is None:
+            return tuple(f"output_{i}" for i in range(len(self.heads)))
+        return tuple(names)
 
     @cached_property
     def output_entries(self) -> tuple[int, ...]:
@@ -577,6 +596,12 @@ def _validate(g: GraphJSON) -> None:
         raise _error("'heads' is empty: the graph has no outputs")
     for j, h in enumerate(g.heads):
         _check_entry(g, h, f"head {j}", before=n_nodes)
+    out_names = g.metadata.get("output_names") if isinstance(g.metadata, dict) else None
+    if out_names is not None and (
+            not isinstance(out_names, list) or not all(isinstance(n, str) for n in out_names)
+            or len(out_names) != len(g.heads) or len(set(out_names)) != len(out_names)):
+        raise _error(f"metadata output_names must list {len(g.heads)} distinct strings (one per "
+                     f"head), got {_brief(out_names)}")
     n = g.node_row_ptr[-1]
     for what, values in (("shape", g.shapes), ("dltype", g.dltypes), ("storage_id", g.storage_ids),
                          ("device_index", g.device_index)):

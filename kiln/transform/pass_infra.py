@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from kiln import progress
 from kiln.config import settings
 from kiln.errors import KilnError, PassError
 from kiln.ir.expr import Function
@@ -108,6 +109,7 @@ class PassContext:
         self.config = dict(config or {})
         self.instruments = list(instruments or ())
         self.history: list[str] = []
+        self._sequential_depth = 0  # Sequential passes running (progress reports the outermost)
 
     def __enter__(self) -> PassContext:
         PassContext._stack.append(self)
@@ -249,9 +251,20 @@ class Sequential(Pass):
         self.info = PassInfo(opt_level, name, tuple(required or ()))
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        for p in self.passes:
-            if ctx.pass_enabled(p.info):
+        enabled = [p for p in self.passes if ctx.pass_enabled(p.info)]
+        if ctx._sequential_depth:  # progress shows the outermost sequence only
+            for p in enabled:
                 mod = p(mod)
+            return mod
+        ctx._sequential_depth += 1
+        try:
+            with progress.stage("passes", total=len(enabled), unit="passes") as st:
+                for i, p in enumerate(enabled):
+                    st.update(i, p.info.name)
+                    mod = p(mod)
+                st.update(len(enabled))
+        finally:
+            ctx._sequential_depth -= 1
         return mod
 
 
@@ -296,18 +309,22 @@ class PassTimingInstrument(PassInstrument):
     """Times every pass; ``render()`` prints a table (also TVM's ``PassTimingInstrument``)."""
 
     timings: list[tuple[str, float]] = field(default_factory=list)
-    _start: list[float] = field(default_factory=list)
+    _start: list[tuple[float, int]] = field(default_factory=list)
+    _composite: set[int] = field(default_factory=set)  # indices of passes that ran other passes
 
     def run_before_pass(self, mod: IRModule, info: PassInfo) -> None:
-        self._start.append(time.perf_counter())
+        self._start.append((time.perf_counter(), len(self.timings)))
 
     def run_after_pass(self, mod: IRModule, info: PassInfo) -> None:
-        self.timings.append((info.name, time.perf_counter() - self._start.pop()))
+        start, first = self._start.pop()
+        if len(self.timings) > first:
+            self._composite.add(len(self.timings))
+        self.timings.append((info.name, time.perf_counter() - start))
 
     def render(self) -> str:
-        """The timings as text, one pass a line, in run order."""
+        """The timings as text, one pass a line, in run order (a sequence after its passes)."""
         lines = [f"{name:<32} {sec * 1e3:10.3f} ms" for name, sec in self.timings]
-        total = sum(s for n, s in self.timings if n != "sequential")
+        total = sum(s for i, (_, s) in enumerate(self.timings) if i not in self._composite)
         return "\n".join([*lines, f"{'total (leaf passes)':<32} {total * 1e3:10.3f} ms"])
 
 

@@ -20,7 +20,13 @@ import kiln
 from kiln import relay
 from kiln.contrib.debugger import debug_executor
 from kiln.contrib.debugger.debug_executor import GraphModuleDebug, NodeNotFoundError
-from kiln.contrib.debugger.debug_result import DebugResult, TableRow, format_debug_table, tensor_key
+from kiln.contrib.debugger.debug_result import (
+    DebugResult,
+    TableRow,
+    format_debug_table,
+    format_fitted_table,
+    tensor_key,
+)
 from kiln.runtime.module import load_module
 from kiln.runtime.params import load_param_dict
 
@@ -421,3 +427,70 @@ def test_multi_output_node_has_one_row_per_output(tmp_path: Path,
     for j in range(3):
         key = tensor_key(m.module.graph.nodes[split].name, split, j)
         np.testing.assert_array_equal(tensors[key].numpy(), value[:, 2 * j:2 * j + 2])
+
+
+# --- beyond TVM: collect() without files, the fitted table ---------------------------------------
+
+def test_collect_writes_nothing_but_the_graph_dump(built: Any, data: np.ndarray,
+                                                   tmp_path: Path) -> None:
+    m = debug_executor.create(built.graph_json, built, kiln.cpu(), dump_root=str(tmp_path))
+    datum = m.collect(number=1, min_repeat_ms=0, data=data)
+    assert sorted(p.name for p in m.dump_path.iterdir()) == ["_tvmdbg_graph_dump.json"]
+    trace = datum.dump_chrome_trace(tmp_path / "elsewhere.json")
+    assert trace == tmp_path / "elsewhere.json"
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert [e["name"] for e in events[::2]] == [n.name for n in m.module.graph.nodes]
+    assert sorted(p.name for p in m.dump_path.iterdir()) == ["_tvmdbg_graph_dump.json"]
+    rows = datum.table_rows()
+    assert [r.index for r in rows] == [i for i, n in enumerate(m.module.graph.nodes)
+                                       if not n.is_input]
+    assert datum.total_time_us() == pytest.approx(sum(r.time_us for r in rows))
+    np.testing.assert_allclose(m.get_output(0).numpy(), _oracle(data, _params())["softmax"],
+                               rtol=1e-4, atol=1e-6)
+
+
+def _fitted_rows() -> list[TableRow]:
+    kernel = "tvmgen_default_fused_nn_contrib_conv2d_NCHWc_add_nn_relu_and_a_long_tail"
+    return [
+        TableRow(kernel, kernel, 12.5, 62.5, (1, 2, 16, 16, 4), 3, 1, (12.0, 13.0),
+                 index=4, source_names=("/model/stage_0/conv/Conv", "/model/stage_0/act/Relu")),
+        TableRow(kernel + "_1", kernel, 7.5, 37.5, (1, 10), 3, 1, (7.5, 7.5), index=9,
+                 source_names=("/model/head/fc/Gemm",)),
+        TableRow("reshape_nop", "__nop", 0.0, 0.0, (1, 512), 1, 1, (0.0, 0.0), index=6),
+    ]
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_fitted_table_fits_and_names_each_node_once(width: int) -> None:
+    rows = _fitted_rows()
+    lines = format_fitted_table(rows, 20.0, width).split("\n")
+    assert max(len(line) for line in lines) <= width
+    assert _split(lines[0]) == ["#", "Node", "Time(us)", "Time(%)", "Shape", "Std(us)", "Source"]
+    body = [_split(line.strip()) for line in lines[2:]]
+    assert [cells[0] for cells in body[:-1]] == ["4", "9", "6"]  # slowest first
+    assert body[-1][:2] == ["Total", "20.000"] and body[-1][2] == "100.00"
+    assert body[0][2:4] == ["12.500", "62.50"] and body[0][5] == "0.500"  # numbers are never cut
+    head, _, tail = body[0][4].partition("...")
+    assert "1x2x16x16x4".startswith(head) and "1x2x16x16x4".endswith(tail)
+    assert body[2][-1] == "-"
+    for cells, row in zip(body, rows):
+        head, _, tail = cells[1].partition("...")
+        name = row.name.removeprefix("tvmgen_default_")
+        assert name.startswith(head) and name.endswith(tail)
+        source = ",".join(row.source_names) or "-"
+        head, _, tail = cells[-1].partition("...")
+        assert source.startswith(head) and source.endswith(tail)
+
+
+def test_fitted_table_without_a_limit_is_complete_and_shows_other_kernels() -> None:
+    rows = [*_fitted_rows(), TableRow("my_node", "tvmgen_default_fused_add", 1.0, 100.0, (3,), 2,
+                                      1, (1.0,), index=2)]
+    lines = format_fitted_table(rows, 21.0, None, sort_by_time=False).split("\n")
+    header = _split(lines[0])
+    assert header == ["#", "Node", "Kernel", "Time(us)", "Time(%)", "Shape", "Std(us)", "Source"]
+    body = [_split(line.strip()) for line in lines[2:]]
+    assert [cells[1] for cells in body] == [r.name for r in rows]  # graph order, no Total
+    assert body[3][2] == "tvmgen_default_fused_add"  # only where the kernel is not the name
+    assert body[0][-1] == "/model/stage_0/conv/Conv,/model/stage_0/act/Relu"
+    assert all(len(cells) == len(header) or cells[2] != rows[i].op
+               for i, cells in enumerate(body))

@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from kiln import relay
-from kiln.errors import FrontendError, UnsupportedOpError
+from kiln.errors import DynamicShapeError, FrontendError, InputShapeError, UnsupportedOpError
 from kiln.frontend.onnx import from_onnx
 from kiln.frontend.onnx_common import DynamicValueError, InputDependentError
 from kiln.interpreter import evaluate
@@ -131,10 +131,74 @@ def test_unbound_dynamic_dim_names_input_and_dim():
 
 def test_bad_shape_arguments_are_clear():
     model, _ = _conv_model()
-    with pytest.raises(FrontendError, match="an input named 'y' was given"):
+    with pytest.raises(FrontendError, match="a shape was given for 'y', which is not a graph input"):
         from_onnx(model, shape={"y": (1,)})
     with pytest.raises(FrontendError, match="rank 3"):
         from_onnx(model, shape={"x": (1, 2, 5)})
+
+
+def _seg_model(dims):
+    return make_model([node("Relu", ["input"], ["y"])], [value_info("input", np.float32, dims)],
+                      [value_info("y", np.float32, dims)])
+
+
+def test_given_shape_must_match_the_models_static_dims():
+    model = _seg_model([1, 45])
+    with pytest.raises(InputShapeError, match=r"input 'input'.*dim 0: the model declares 1, got 2") as e:
+        from_onnx(model, shape={"input": (2, 45)})
+    got = (e.value.input_name, e.value.dim, e.value.declared, e.value.given)
+    assert got == ("input", 0, (1, 45), (2, 45))
+    with pytest.raises(InputShapeError, match=r"rank 3, but the model declares rank 2") as e:
+        from_onnx(model, shape={"input": (1, 45, 1)})
+    assert e.value.dim is None
+    with pytest.raises(FrontendError, match="negative"):
+        from_onnx(model, shape={"input": (-1, 45)})
+    mod, _ = from_onnx(model, shape={"input": (1, 45)})  # restating the model's shape is fine
+    assert mod["main"].params[0].type_annotation.shape == (1, 45)
+
+
+def test_symbolic_and_unknown_dims_take_any_size_static_ones_do_not():
+    model = _seg_model(["batch", 45])
+    model.graph.input[0].type.tensor_type.shape.dim[1].Clear()  # dim 1: neither value nor name
+    mod, _ = from_onnx(model, shape={"input": (3, 7)})
+    assert mod["main"].params[0].type_annotation.shape == (3, 7)
+    model = _seg_model(["batch", 45])
+    message = r"dim 1: the model declares 45, got 44 \(model shape \[batch, 45\]"
+    with pytest.raises(InputShapeError, match=message):
+        from_onnx(model, shape={"input": (3, 44)})
+
+
+def test_dynamic_shape_error_carries_the_unbound_dims_for_each_front_end():
+    model = make_model([node("Add", ["x", "m"], ["y"])],
+                       [value_info("x", np.float32, ["N", 3, 48, "W"]), value_info("m", np.float32, None)],
+                       [value_info("y", np.float32, None)])
+    model.graph.input[1].type.tensor_type.ClearField("shape")
+    with pytest.raises(DynamicShapeError) as e:
+        from_onnx(model)
+    assert e.value.unbound == [("x", ("N", 3, 48, "W"), (0, 3)), ("m", None, ())]
+    api = str(e.value)
+    assert "input 'x' has unknown dim 0 ('N'), dim 3 ('W'); input 'm' has no declared shape" in api
+    assert "shape={'x': (1, 3, 48, 1), 'm': (d0, d1, ...)} to from_onnx" in api
+    cli = e.value.describe("cli")
+    assert "--input-shapes x:1x3x48x1,m:D0xD1x..." in cli and "shape=" not in cli
+
+
+def test_dtype_and_const_inputs_must_name_graph_inputs():
+    model = _seg_model([1, 45])
+    with pytest.raises(FrontendError, match="dtype names 'inputs', which is not a graph input.*'input'"):
+        from_onnx(model, dtype={"inputs": "float16"})
+    with pytest.raises(FrontendError, match="const_inputs names 'y', which is not a graph input"):
+        from_onnx(model, const_inputs={"y": np.zeros((1, 45), np.float32)})
+
+
+def test_output_names_are_kept_on_the_module():
+    nodes = [node("Relu", ["x"], ["output"]), node("Neg", ["x"], ["/model/stateN.1"])]
+    model = make_model(nodes, [value_info("x", np.float32, [2])],
+                       [value_info("output", np.float32, [2]),
+                        value_info("/model/stateN.1", np.float32, [2])])
+    mod, _ = from_onnx(model)
+    assert mod.attrs["output_names"] == ("output", "/model/stateN.1")
+    assert relay.transform.InferType()(mod).attrs["output_names"] == ("output", "/model/stateN.1")
 
 
 def test_shape_arithmetic_folds_to_constants():

@@ -133,3 +133,16 @@ def test_verifier_rejects_free_variables():
 
     with pytest.raises(PassError, match="free variable"):
         module_pass(leak, opt_level=0, name="Leak")(exp_module())
+
+
+def test_timing_total_counts_leaf_passes_once():
+    timing = PassTimingInstrument()
+    p = function_pass(to_log, opt_level=0, name="ExpToLog")
+    with PassContext(instruments=[timing]):
+        Sequential([Sequential([p], name="Inner"), relay.transform.InferType()],
+                   name="relay.build")(exp_module())
+    names = [n for n, _ in timing.timings]
+    assert names == ["ExpToLog", "Inner", "InferType", "relay.build"]
+    leaves = dict(timing.timings)["ExpToLog"] + dict(timing.timings)["InferType"]
+    total_ms = float(timing.render().splitlines()[-1].split()[-2])
+    assert total_ms == pytest.approx(leaves * 1e3, abs=2e-3)  # not the sequences' times again

@@ -5,8 +5,11 @@ returns): a graph executor that can also run one node at a time, time every node
 (:meth:`~DebugExecutor.run_individual`) and hand out any node's outputs. :class:`GraphModuleDebug`
 is TVM's Python wrapper around it: ``run()`` times every operator node after one warm-up run,
 collects every output of every node, writes ``<dump_root>/_tvmdbg_device_CPU_0/`` (graph dump,
-Chrome trace, ``output_tensors.params``) and prints TVM's table. :meth:`GraphModuleDebug.profile`
-returns the per-node profile as data, reconciled with the end-to-end time.
+Chrome trace, ``output_tensors.params``) and prints TVM's table; :meth:`GraphModuleDebug.collect`
+(beyond TVM) times and collects the same without writing or printing anything, leaving the
+choice of files and table (``debug_datum.get_fitted_result(width)``) to the caller.
+:meth:`GraphModuleDebug.profile` returns the per-node profile as data, reconciled with the
+end-to-end time.
 
 Examples
 --------
@@ -417,6 +420,35 @@ class GraphModuleDebug(GraphModule):
         **input_dict
             Inputs to set first, by name.
         """
+        self.collect(number, repeat, min_repeat_ms, limit_zero_time_iterations,
+                     cooldown_interval_ms, repeats_to_cooldown, **input_dict)
+        self.debug_datum.dump_output_tensor()
+        self.debug_datum.dump_chrome_trace()
+        self.debug_datum.display_debug_result(sort_by_time, show_timestamps)
+
+    def collect(self, number: int = 10, repeat: int = 1, min_repeat_ms: float = 1,
+                limit_zero_time_iterations: int = 100, cooldown_interval_ms: float = 0,
+                repeats_to_cooldown: int = 1, **input_dict: Any) -> DebugResult:
+        """Time every node and collect every node output, writing and printing nothing.
+
+        :meth:`run` is this plus the dump files and the printed table; call it when you want
+        to choose what to write (``debug_datum.dump_output_tensor()``,
+        ``debug_datum.dump_chrome_trace(path)``, :meth:`dump_npy`) and how to show the times
+        (``debug_datum.get_fitted_result(width)``).
+
+        Parameters
+        ----------
+        number, repeat, min_repeat_ms, limit_zero_time_iterations, cooldown_interval_ms, \
+repeats_to_cooldown
+            As for :meth:`run`.
+        **input_dict
+            Inputs to set first, by name.
+
+        Returns
+        -------
+        DebugResult
+            ``debug_datum``, holding the times and outputs.
+        """
         if input_dict:
             self.set_input(**input_dict)
         times = self.run_individual(number, repeat, min_repeat_ms, limit_zero_time_iterations,
@@ -424,9 +456,7 @@ class GraphModuleDebug(GraphModule):
         self._outputs, stamps = self.module.run_per_layer()
         self.debug_datum.set_times(times, stamps)
         self.debug_datum.update_output_tensors(self._outputs)
-        self.debug_datum.dump_output_tensor()
-        self.debug_datum.dump_chrome_trace()
-        self.debug_datum.display_debug_result(sort_by_time, show_timestamps)
+        return self.debug_datum
 
     def run_individual(self, number: int, repeat: int = 1, min_repeat_ms: float = 0,
                        limit_zero_time_iterations: int = 100, cooldown_interval_ms: float = 0,

@@ -6,7 +6,8 @@ kernel, inputs by name, a ``T`` type attribute and a ``shape`` per node), and af
 ``output_tensors.params`` (every output of every node, keys
 ``<node>____topo-index:<i>____output-num:<j>``) and ``_tvmdbg_execution_trace.json`` (a Chrome
 trace). :func:`format_debug_table` prints the table exactly as TVM does; it also offers the
-``Start Time`` / ``End Time`` columns of seed 000.
+``Start Time`` / ``End Time`` columns of seed 000. :func:`format_fitted_table` is the table
+``kiln debug`` prints: fitted to a width, each node named once, with its source-model layers.
 
 :class:`ProfileReport` is the structured per-node profile (beyond TVM): time statistics, shapes,
 dtypes and source-model names per node, reconciled with the end-to-end time.
@@ -15,7 +16,7 @@ dtypes and source-model names per node, reconciled with the end-to-end time.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,13 @@ import numpy as np
 
 from kiln.errors import KilnError
 from kiln.runtime.params import save_param_dict
+from kiln.runtime.table import (
+    Column,
+    format_table,
+    kernel_differs,
+    shorten_kernel,
+    strip_kernel_prefix,
+)
 
 __all__ = [
     "CHROME_TRACE_FILE_NAME",
@@ -34,6 +42,7 @@ __all__ = [
     "ProfileRow",
     "TableRow",
     "format_debug_table",
+    "format_fitted_table",
     "tensor_key",
 ]
 
@@ -73,6 +82,10 @@ class TableRow:
         One time per repeat, in microseconds.
     start_time, end_time : str
         Wall-clock times of the node's execution (``HH:MM:SS.ffffff``), for the seed-000 columns.
+    index : int
+        The node's topological index in the graph JSON (-1 when unknown).
+    source_names : tuple of str
+        Source-model (ONNX) node names the node came from (graph JSON ``source_names``).
     """
 
     name: str
@@ -85,6 +98,8 @@ class TableRow:
     measurements_us: tuple[float, ...] = ()
     start_time: str = ""
     end_time: str = ""
+    index: int = -1
+    source_names: tuple[str, ...] = ()
 
 
 def _round(value: float) -> float:
@@ -136,6 +151,86 @@ def format_debug_table(rows: Sequence[TableRow], total_time_us: float, sort_by_t
         return "".join(str(c).ljust(w) for c, w in zip(cells, widths))
 
     return "\n".join([line(header), line(dashes)] + [line(cells) for cells in data])
+
+
+def _keep_end(text: str, width: int) -> str:
+    return text[len(text) - width:] if width > 0 else ""
+
+
+def _shape_text(shape: Sequence[int]) -> str:
+    return "x".join(str(d) for d in shape) if len(shape) else "()"
+
+
+def format_fitted_table(rows: Sequence[TableRow], total_time_us: float, width: int | None,
+                        sort_by_time: bool = True, show_timestamps: bool = False) -> str:
+    """The per-node table fitted to ``width``: each node named once, with its source layers.
+
+    Columns: ``#`` (topological index), ``Node``, ``Kernel`` (only when some kernel differs from
+    its node's name), ``Time(us)``, ``Time(%)``, optionally ``Start`` / ``End`` (wall clock),
+    ``Shape`` (``1x8x8``), ``Std(us)`` over the repeats (only with several) and ``Source`` (the
+    source-model layers, comma-separated). When the table is too wide, every kernel name loses its
+    ``tvmgen_<module>_`` prefix, then long names are shortened in the middle (to 20 characters
+    before the shape and times give way); numbers are never cut.
+
+    Parameters
+    ----------
+    rows : sequence of TableRow
+        The rows in graph order (:meth:`DebugResult.table_rows`).
+    total_time_us : float
+        Sum of every node's mean time, in microseconds.
+    width : int or None
+        Width to fit (None or 0: no limit, full names).
+    sort_by_time : bool
+        Slowest first with a final ``Total`` row, else graph order.
+    show_timestamps : bool
+        Add the ``Start Time`` / ``End Time`` columns.
+
+    Returns
+    -------
+    str
+        The table, lines joined by newlines, no trailing newline.
+    """
+    with_kernel = any(kernel_differs(r.name, r.op) for r in rows)
+    with_measurements = any(len(r.measurements_us) > 1 for r in rows)
+    columns = [Column("#", ">"), Column("Node", shrink=1, min_width=10, soft_width=20,
+                                        shortener=shorten_kernel)]
+    if with_kernel:
+        columns.append(Column("Kernel", shrink=1, min_width=10, soft_width=16,
+                              shortener=shorten_kernel))
+    columns += [Column("Time(us)", ">"), Column("Time(%)", ">")]
+    if show_timestamps:
+        # last resort: wall-clock times keep their right end (seconds and below)
+        columns += [Column(h, shrink=3, min_width=9, shortener=_keep_end)
+                    for h in ("Start", "End")]
+    columns.append(Column("Shape", shrink=2, min_width=7, soft_width=11))
+    if with_measurements:
+        columns.append(Column("Std(us)", ">"))
+    columns.append(Column("Source", shrink=1, min_width=6, soft_width=16))
+
+    def cells(r: TableRow, name: Callable[[str], str]) -> list[str]:
+        out = [str(r.index) if r.index >= 0 else "", name(r.name)]
+        if with_kernel:
+            out.append(name(r.op) if kernel_differs(r.name, r.op) else "")
+        out += [f"{r.time_us:.3f}", f"{r.time_percent:.2f}"]
+        if show_timestamps:
+            out += [r.start_time, r.end_time]
+        out.append(_shape_text(r.shape))
+        if with_measurements:
+            out.append(f"{float(np.std(r.measurements_us)):.3f}")
+        out.append(",".join(r.source_names) or "-")
+        return out
+
+    ordered = sorted(rows, key=lambda r: r.time_us, reverse=True) if sort_by_time else list(rows)
+    total = ["", "Total"] + [""] * with_kernel + [f"{total_time_us:.3f}",
+                                                 "100.00" if rows else "0.00"]
+    total += [""] * (len(columns) - len(total))
+    data = [cells(r, str) for r in ordered] + ([total] if sort_by_time else [])
+    full = format_table(columns, data, None)
+    if not width or max(len(line) for line in full.splitlines()) <= width:
+        return full
+    # too wide: every kernel name loses its tvmgen_<module>_ prefix alike, then names shrink
+    data = [cells(r, strip_kernel_prefix) for r in ordered] + ([total] if sort_by_time else [])
+    return format_table(columns, data, width)
 
 
 @dataclass
@@ -367,8 +462,19 @@ class DebugResult:
     def _mean_times(self) -> list[float]:
         return [float(np.mean(t)) if t else 0.0 for t in self.time_list]
 
-    def dump_chrome_trace(self) -> Path:
-        """Write ``_tvmdbg_execution_trace.json``: a B/E event pair per node, times in us."""
+    def dump_chrome_trace(self, path: str | Path | None = None) -> Path:
+        """Write ``_tvmdbg_execution_trace.json``: a B/E event pair per node, times in us.
+
+        Parameters
+        ----------
+        path : str or Path, optional
+            Where to write instead (default: the dump folder).
+
+        Returns
+        -------
+        Path
+            The file written.
+        """
         if not self.time_list:
             raise KilnError("debug executor: no node times collected yet; call run() first")
         events: list[dict[str, Any]] = []
@@ -377,7 +483,7 @@ class DebugResult:
             for ts, ph in ((start, "B"), (start + mean, "E")):
                 events.append({"ts": ts * 1e6, "tid": 1, "pid": 1, "name": node["name"], "ph": ph})
             start += mean
-        path = self.dump_path / CHROME_TRACE_FILE_NAME
+        path = Path(path) if path is not None else self.dump_path / CHROME_TRACE_FILE_NAME
         with open(path, "w") as f:
             json.dump({"displayTimeUnit": "ns", "traceEvents": events}, f)
         return path
@@ -397,24 +503,53 @@ class DebugResult:
                 shape = (self._output_tensor_list[eid].shape if self._output_tensor_list
                          else self.entry_shape(eid))
                 start, end = self.timestamps[nid] if self.timestamps else ("", "")
+                sources = str(node["attrs"].get("source_names", "") or "")
                 rows.append(TableRow(
                     name=node["name"], op=node["op"], time_us=mean * 1e6,
                     time_percent=mean / total * 100 if total else 0.0, shape=tuple(shape),
                     inputs=int(node["attrs"]["num_inputs"]),
                     outputs=int(node["attrs"]["num_outputs"]),
                     measurements_us=tuple(t * 1e6 for t in times), start_time=start,
-                    end_time=end))
+                    end_time=end, index=nid,
+                    source_names=tuple(s for s in sources.split(",") if s)))
                 eid += 1
         return rows
 
-    def get_debug_result(self, sort_by_time: bool = True, show_timestamps: bool = False) -> str:
-        """The table as TVM prints it (see :func:`format_debug_table`)."""
+    def _check_table(self, show_timestamps: bool) -> None:
         if not self.time_list:
             raise KilnError("debug executor: no node times collected yet; call run() first")
         if show_timestamps and not self.timestamps:
             raise KilnError("debug executor: no start/end times were recorded for this run")
-        return format_debug_table(self.table_rows(), sum(self._mean_times()) * 1e6, sort_by_time,
+
+    def total_time_us(self) -> float:
+        """Sum of every node's mean time, in microseconds (the table's total)."""
+        return sum(self._mean_times()) * 1e6
+
+    def get_debug_result(self, sort_by_time: bool = True, show_timestamps: bool = False) -> str:
+        """The table as TVM prints it (see :func:`format_debug_table`)."""
+        self._check_table(show_timestamps)
+        return format_debug_table(self.table_rows(), self.total_time_us(), sort_by_time,
                                   show_timestamps)
+
+    def get_fitted_result(self, width: int | None = None, sort_by_time: bool = True,
+                          show_timestamps: bool = False) -> str:
+        """The table fitted to ``width``, with source layers (see :func:`format_fitted_table`).
+
+        Parameters
+        ----------
+        width : int, optional
+            Width to fit (None or 0: no limit).
+        sort_by_time, show_timestamps : bool
+            As for :meth:`get_debug_result`.
+
+        Returns
+        -------
+        str
+            The table.
+        """
+        self._check_table(show_timestamps)
+        return format_fitted_table(self.table_rows(), self.total_time_us(), width, sort_by_time,
+                                   show_timestamps)
 
     def display_debug_result(self, sort_by_time: bool = True, show_timestamps: bool = False) -> None:
         """Print the table."""
