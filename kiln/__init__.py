@@ -20,6 +20,8 @@ __all__ = [
     "IRModule",
     "KilnError",
     "__version__",
+    "auto_scheduler",
+    "build",
     "contrib",
     "cpu",
     "device",
@@ -53,7 +55,11 @@ def get_global_func(name: str, allow_missing: bool = False) -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("contrib", "target"):
+    if name == "build":  # kiln.build (TVM's tvm.build): imported on first use
+        from kiln.driver import build
+
+        return build
+    if name in ("auto_scheduler", "contrib", "target"):
         import importlib
 
         return importlib.import_module(f"kiln.{name}")

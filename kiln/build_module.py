@@ -50,6 +50,7 @@ __all__ = [
     "build",
     "build_pipeline",
     "create_executor",
+    "lower_to_graph",
     "optimize",
 ]
 
@@ -167,14 +168,42 @@ def optimize(mod: IRModule | Function, target: Any = None,
     return out, _unbound_params(out["main"], params)
 
 
-def _make_library(lowered: LoweredGraph, target: Target) -> Module:
-    if target.is_native:
-        from kiln.codegen import build_native
+def lower_to_graph(mod: IRModule, target: Target, params: Mapping[str, Any] | None,
+                   mod_name: str = "default") -> tuple[LoweredGraph, list[Module]]:
+    """What ``relay.build`` compiles: the optimised ``main`` lowered by graph codegen.
 
-        return build_native(lowered.functions, target)
+    Runs :func:`build_pipeline` (under the current PassContext), compiles the external
+    (``Compiler=...``) functions and lowers ``main``; ``extract_tasks`` uses it to see exactly the
+    fused functions a build would compile.
+
+    Returns
+    -------
+    (LoweredGraph, list of Module)
+        The graph, its params and fused functions by kernel name; the external libraries.
+    """
+    optimized = _optimize(mod, target, params)
+    main, external_libs = lower_external(optimized)
+    # output names (the ONNX importer sets them) survive the passes as a module attribute
+    names = optimized.attrs.get("output_names", mod.attrs.get("output_names"))
+    return graph_codegen(main, mod_name, output_names=names), list(external_libs)
+
+
+def _make_library(lowered: LoweredGraph, target: Target) -> tuple[Module, dict[str, Any] | None]:
+    """The kernel library, and the tuning coverage when a dispatch context (tuning log) is on."""
+    if target.is_native:
+        from kiln import progress
+        from kiln.codegen import build_native
+        from kiln.te.dispatch import TuningLookup
+
+        tuning = TuningLookup.from_context(target)
+        if tuning is None:
+            return build_native(lowered.functions, target), None
+        lib = build_native(lowered.functions, target, schedule_lookup=tuning)
+        progress.current().message(tuning.report())
+        return lib, tuning.summary()
     from kiln.runtime.numpy_library import NumpyLibrary
 
-    return NumpyLibrary(lowered.functions)
+    return NumpyLibrary(lowered.functions), None
 
 
 def build(
@@ -220,6 +249,14 @@ def build(
     GraphExecutorFactoryModule
         Graph JSON, kernel library and params (also ``graph, lib, params = relay.build(...)``).
 
+    Notes
+    -----
+    Inside ``with auto_scheduler.ApplyHistoryBest(log):`` (any dispatch context of
+    :mod:`kiln.te.dispatch`) a C build asks the context for each fused function's tuned schedule
+    (by the workload key of its DAG), logs the coverage line (``tuning log: 17/20 tasks applied;
+    default schedule for: ...``) on the ``kiln.auto_scheduler`` logger and stores it, with the
+    lists of functions, as ``metadata["tuning"]``.
+
     Examples
     --------
     >>> with PassContext(opt_level=3):  # doctest: +SKIP
@@ -237,12 +274,8 @@ def build(
         tgt = Target(tgt, host=target_host)
     ctx = PassContext.current()
     first_pass = len(ctx.history)
-    optimized = _optimize(mod, tgt, params)
-    main, external_libs = lower_external(optimized)
-    # output names (the ONNX importer sets them) survive the passes as a module attribute
-    names = optimized.attrs.get("output_names", mod.attrs.get("output_names"))
-    lowered = graph_codegen(main, mod_name, output_names=names)
-    lib = _make_library(lowered, tgt)
+    lowered, external_libs = lower_to_graph(mod, tgt, params, mod_name)
+    lib, tuning = _make_library(lowered, tgt)
     for external in external_libs:
         lib.import_module(external)
     report = lowered.memory_plan.report()
@@ -256,6 +289,7 @@ def build(
                         "num_storage": report.num_storage,
                         "intermediate_planned_bytes": report.intermediate_planned_bytes,
                         "intermediate_unplanned_bytes": report.intermediate_unplanned_bytes},
+        **({"tuning": tuning} if tuning is not None else {}),
     })
     return GraphExecutorFactoryModule(lowered.graph_json, lib, lowered.params, mod_name, metadata,
                                       ir_mod=mod)

@@ -16,6 +16,7 @@ __all__ = [
     "InputShapeError",
     "KilnError",
     "KilnTypeError",
+    "MeasureWorkerError",
     "ParamsFormatError",
     "PassError",
     "RuntimeFormatError",
@@ -177,3 +178,7 @@ class ConfigError(KilnError, ValueError):
 
 class CompilerNotFoundError(CompileError):
     """The configured C compiler command cannot be run (missing, or not executable)."""
+
+
+class MeasureWorkerError(KilnError):
+    """A measurement worker process cannot be started (the message has its stderr)."""

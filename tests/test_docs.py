@@ -298,7 +298,7 @@ def _check_words(parser: argparse.ArgumentParser, words: list[str], complete: bo
                     problems.append(f"{name} {value}: {e}")
         else:
             n_positional += 1
-    if n_positional > len(positionals):
+    if n_positional > len(positionals) and not any(a.nargs in ("+", "*") for a in positionals):
         problems.append(f"{n_positional} positional arguments, the command takes {len(positionals)}")
     return problems
 
@@ -318,8 +318,11 @@ def check_command(argv: list[str], complete: bool) -> list[str]:
     name, rest = words[0], words[1:]
     if name not in commands:
         return [f"no command {name!r} (commands: {', '.join(commands)})"]
+    command = commands[name]
+    while rest and rest[0] in _subparsers(command):  # nested actions: `kiln records show LOG`
+        command, rest = _subparsers(command)[rest[0]], rest[1:]
     problems = (_check_words(parser, global_words, complete)
-                + _check_words(commands[name], rest, complete))
+                + _check_words(command, rest, complete))
     if complete and not problems and not {"-h", "--help"} & set(rest):
         try:
             parser.parse_args(argv)

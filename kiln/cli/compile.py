@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from kiln.errors import DynamicShapeError, KilnError
@@ -109,7 +112,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input-shapes", default=None,
                         help="bind input shapes, e.g. data:1x3x224x224,mask:1x128 or (as tvmc) "
                              "\"data:[1,3,224,224] mask:[1,128]\"")
+    parser.add_argument("--tuning-log", "--tuning-records", dest="tuning_log", type=Path,
+                        default=None, metavar="LOG",
+                        help="apply the best records of an auto-scheduler tuning log (TVM's or "
+                             "Kiln's); prints how many tasks it covered")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+@contextlib.contextmanager
+def _tuning(log: Path | None) -> Iterator[None]:
+    """Apply a tuning log to the build inside (nothing when ``log`` is None).
+
+    The build logs its coverage line on the ``kiln.auto_scheduler`` logger; the command prints
+    it itself, so the logger gets a null handler meanwhile (no second copy on standard error).
+    """
+    if log is None:
+        yield
+        return
+    from kiln.auto_scheduler.dispatcher import ApplyHistoryBest
+
+    if not log.is_file():
+        raise KilnError(f"--tuning-log: {log} is not a file")
+    logger = logging.getLogger("kiln.auto_scheduler")
+    quiet = logging.NullHandler()
+    logger.addHandler(quiet)
+    try:
+        with ApplyHistoryBest(str(log)):
+            yield
+    finally:
+        logger.removeHandler(quiet)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,7 +161,8 @@ def run(args: argparse.Namespace) -> int:
         except DynamicShapeError as e:  # hint at --input-shapes, not the Python API's shape=
             raise KilnError(e.describe("cli")) from e
     t1 = time.perf_counter()
-    with progress.stage("build"), pass_context(args.opt_level, getattr(args, "verbose", False)):
+    with progress.stage("build"), pass_context(args.opt_level, getattr(args, "verbose", False)), \
+            _tuning(getattr(args, "tuning_log", None)):
         factory = relay.build(mod, target=args.target, params=params)
     t2 = time.perf_counter()
     with progress.stage("export"):
@@ -156,6 +188,10 @@ def run(args: argparse.Namespace) -> int:
         "build_s": round(t2 - t1, 3),
         "export_s": round(t3 - t2, 3),
     }
+    tuning = factory.metadata.get("tuning")
+    if getattr(args, "tuning_log", None) is not None:
+        summary["tuning_log"] = str(args.tuning_log)
+        summary["tuning"] = tuning
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -166,6 +202,9 @@ def run(args: argparse.Namespace) -> int:
               f"{plan['unplanned_bytes'] / 1e6:.2f} MB unplanned (computed tensors: "
               f"{plan['intermediate_planned_bytes'] / 1e6:.2f} vs "
               f"{plan['intermediate_unplanned_bytes'] / 1e6:.2f} MB)")
+    if getattr(args, "tuning_log", None) is not None:
+        print(tuning["line"] if tuning else f"tuning log: not used (target {args.target} has no "
+              "schedules to tune)")
     print(f"import {summary['import_s']:.2f} s, build {summary['build_s']:.2f} s, "
           f"export {summary['export_s']:.2f} s")
     return 0

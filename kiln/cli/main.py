@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "inspect": ("inspect", "show what a graph JSON, artifact or params file holds"),
     "debug": ("debug", "time every node, dump TVM's debug files, find the layer that diverges"),
     "calibrate": ("calibrate", "save the inputs and outputs of each external-target region"),
+    "records": ("records", "show, validate, merge and distill auto-scheduler tuning logs"),
 }
 
 VERBOSE_HELP = "print stage and per-pass times, and the traceback of an error"

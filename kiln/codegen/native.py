@@ -21,6 +21,7 @@ import hashlib
 import re
 import shlex
 import subprocess
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -246,15 +247,29 @@ def _check_kernel_name(name: str) -> None:
 def lower_function(name: str, func: Function, vector_bytes: int, num_threads: int,
                    schedule_lookup: ScheduleLookup | None = None) -> PrimFunc:
     """The loop IR of one fused function (tuned schedule if found, else a template's schedule for
-    a known pattern (:mod:`kiln.te.templates`), else the default schedule)."""
+    a known pattern (:mod:`kiln.te.templates`), else the default schedule).
+
+    A tuned schedule that fails to replay or lower is reported with a warning naming the
+    function, and through ``schedule_lookup.replay_failed(dag, name, reason)`` when the lookup
+    has that method; the function then gets the schedule it would have had untuned."""
     _check_kernel_name(name)
     fdag = function_to_dag(func, name)
+    attrs = {"fused_ops": fdag.ops, "source_names": fdag.source_names}
     steps = schedule_lookup(fdag.dag, name) if schedule_lookup is not None else None
-    if steps is None:
-        steps = apply_template(fdag.dag, TargetInfo(vector_bytes, num_threads))
+    if steps is not None:
+        try:
+            return lower(fdag.dag, steps, args=fdag.args, name=name, attrs=attrs)
+        except Exception as err:  # a tuned record that does not replay: default schedule instead
+            reason = f"{type(err).__name__}: {err}"
+            warnings.warn(f"tuning log: the tuned schedule of {name} (workload key "
+                          f"{fdag.dag.workload_key()}) does not replay ({reason}); using the "
+                          "default schedule", stacklevel=2)
+            replay_failed = getattr(schedule_lookup, "replay_failed", None)
+            if replay_failed is not None:
+                replay_failed(fdag.dag, name, reason)
+    steps = apply_template(fdag.dag, TargetInfo(vector_bytes, num_threads))
     if steps is None:
         steps = default_schedule(fdag.dag, vector_bytes, num_threads)
-    attrs = {"fused_ops": fdag.ops, "source_names": fdag.source_names}
     return lower(fdag.dag, steps, args=fdag.args, name=name, attrs=attrs)
 
 

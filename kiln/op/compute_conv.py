@@ -27,11 +27,13 @@ for a non-integer result; a final ``T_cast`` stage converts to ``out_dtype`` whe
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from kiln import te
 from kiln.errors import CompileError
 from kiln.ir.types import TensorType, Type
+from kiln.op.compute_elemwise import named_compute
 from kiln.op.conv import ConvPlan, conv_plan
 from kiln.op.nn_common import Layout
 from kiln.op.registry import get_op_def
@@ -247,8 +249,15 @@ def _stage_name(op: str, plan: ConvPlan) -> str:
     return f"{base}_{plan.data_layout.name.lower()}"
 
 
-def _inside(index: PrimExpr, begin: int, end: int, size: int) -> list[PrimExpr]:
-    """Conditions for padded position ``index`` (``begin`` before, ``end`` after) to be data."""
+def _inside(index: PrimExpr, begin: int, end: int, size: int,
+            both: bool = False) -> list[PrimExpr]:
+    """Conditions for padded position ``index`` (``begin`` before, ``end`` after) to be data.
+
+    ``both``: TOPI's Python ``pad`` (``python/tvm/topi/nn/pad.py``) tests both bounds of an axis
+    padded on either side; C++ ``topi::pad`` tests only the padded sides.
+    """
+    if both and (begin or end):
+        return [index >= begin, index < begin + size]
     conds = []
     if begin:
         conds.append(index >= begin)
@@ -258,15 +267,19 @@ def _inside(index: PrimExpr, begin: int, end: int, size: int) -> list[PrimExpr]:
 
 
 def _padded_reader(data: te.Tensor, layout: Layout, primal: str,
-                   pads: Sequence[tuple[int, int]]) -> Callable[[dict[str, Coord]], PrimExpr]:
+                   pads: Sequence[tuple[int, int]], name: str = "pad_temp",
+                   topi_pad: bool = False) -> Callable[[dict[str, Coord]], PrimExpr]:
     """A function reading ``data`` at primal coordinates of its zero-padded version.
 
     Spatial coordinates are positions in the padded data. Without padding the data is read
-    directly; otherwise a ``pad_temp`` stage is built, in the data's own layout when its spatial
-    axes are not blocked (in primal coordinates otherwise).
+    directly; otherwise a ``name`` stage is built, in the data's own layout when its spatial
+    axes are not blocked (in primal coordinates otherwise). ``topi_pad``: the stage is TOPI's
+    Python ``pad`` (both bounds tested on a padded axis), built even without padding for the
+    generic ``conv2d_nchw``/``conv2d_nhwc`` (TOPI's ``nn.conv`` always pads).
     """
     spatial = primal[2:]
-    if not any(a or b for a, b in pads):
+    always = topi_pad and name == "pad_temp"
+    if not any(a or b for a, b in pads) and not always:
         return lambda coords: data[layout_index(layout, coords)]
     zero = E.const(0, data.dtype)
     if not any(layout.is_split(s) for s in spatial):
@@ -279,11 +292,13 @@ def _padded_reader(data: te.Tensor, layout: Layout, primal: str,
             inside: list[PrimExpr] = []
             src = list(i)
             for pos, (a, b) in zip(positions, pads):
-                inside += _inside(i[pos], a, b, data.shape[pos])
-                src[pos] = i[pos] - a
+                inside += _inside(i[pos], a, b, data.shape[pos], topi_pad)
+                src[pos] = i[pos] - a if a else i[pos]
+            if not inside:
+                return data[tuple(src)]
             return te.if_then_else(te.all(*inside), data[tuple(src)], zero)
 
-        pad = te.compute(tuple(shape), padded, name="pad_temp", tag="injective")
+        pad = te.compute(tuple(shape), padded, name=name, tag="injective")
         return lambda coords: pad[layout_index(layout, coords)]
     sizes = dict(zip(primal, layout.forward_shape(data.shape, primal, "conv", "data")))
     pshape = [sizes[p] for p in primal]
@@ -294,16 +309,58 @@ def _padded_reader(data: te.Tensor, layout: Layout, primal: str,
         coords = {p: Coord(i[k]) for k, p in enumerate(primal)}
         inside: list[PrimExpr] = []
         for k, (s, (a, b)) in enumerate(zip(spatial, pads)):
-            inside += _inside(i[2 + k], a, b, sizes[s])
-            coords[s] = Coord(i[2 + k] - a)
+            inside += _inside(i[2 + k], a, b, sizes[s], topi_pad)
+            coords[s] = Coord(i[2 + k] - a if a else i[2 + k])
+        if not inside:
+            return data[layout_index(layout, coords)]
         return te.if_then_else(te.all(*inside), data[layout_index(layout, coords)], zero)
 
-    pad = te.compute(tuple(pshape), padded_primal, name="pad_temp", tag="injective")
+    pad = te.compute(tuple(pshape), padded_primal, name=name, tag="injective")
     return lambda coords: pad[tuple(coords[p].value for p in primal)]
 
 
 ElementFn = Callable[[dict[str, Coord]], PrimExpr]
-BodyFn = Callable[[te.Tensor, te.Tensor, ConvPlan, PrimExpr, list[PrimExpr], str], ElementFn]
+
+
+@dataclass(frozen=True)
+class _TopiNames:
+    """TOPI's stage and iterator names of one convolution (they are part of the DAG print, so
+    of the auto-scheduler's workload keys: TVM's tuning logs match Kiln's tasks only with them).
+    """
+
+    axes: tuple[str, ...] = ()  # output iterators; () keeps te.compute's i0, i1, ...
+    rc: str = "rc"
+    taps: dict[str, str] = field(default_factory=dict)
+    pad: str = "pad_temp"
+    topi_pad: bool = False  # TOPI's Python pad (both bounds; always built for nn.conv)
+    channel_last_reduce: bool = False
+
+
+def _topi_names(stage: str, plan: ConvPlan, transpose: bool) -> _TopiNames:
+    """TOPI's names for the convolutions TVM's x86 auto-scheduler tunes.
+
+    - ``conv2d_NCHWc`` (``python/tvm/topi/nn/conv2d.py: conv2d_NCHWc``): iterators
+      ``n, oc_chunk, oh, ow, oc_block``, reductions ``ic, kh, kw``, padding stage ``data_pad``
+      (only when padded);
+    - ``conv2d_nchw`` / ``conv2d_nhwc`` (``nn.conv``, TVM 0.15+): iterators ``nn, ff, yy, xx`` in
+      the data layout's order, reductions ``rc, ry, rx`` (``ry, rx, rc`` for NHWC), ``pad_temp``
+      always built.
+    """
+    if transpose or plan.groups != 1:
+        return _TopiNames()
+    if stage == "conv2d_NCHWc" and [a for a, _ in plan.out_layout.axes] == list("NCHWc") \
+            and [a for a, _ in plan.data_layout.axes] == list("NCHWc"):
+        return _TopiNames(("n", "oc_chunk", "oh", "ow", "oc_block"), "ic", {"H": "kh", "W": "kw"},
+                          "data_pad", True)
+    if stage in ("conv2d_nchw", "conv2d_nhwc"):
+        letters = {"N": "nn", "C": "ff", "H": "yy", "W": "xx"}
+        axes = tuple(letters[a] for a, _ in plan.out_layout.axes)
+        return _TopiNames(axes, "rc", {}, "pad_temp", True, stage == "conv2d_nhwc")
+    return _TopiNames()
+
+
+BodyFn = Callable[[te.Tensor, te.Tensor, ConvPlan, PrimExpr, list[PrimExpr], str, _TopiNames],
+                  ElementFn]
 
 
 def _conv_compute(name: str, nsp: int, transpose: bool) -> ComputeFn:
@@ -315,17 +372,22 @@ def _conv_compute(name: str, nsp: int, transpose: bool) -> ComputeFn:
         acc = accumulate_dtype((data.dtype, weight.dtype), out.dtype)
         cg = plan.data_shape[1] // plan.groups
         stage = _stage_name(name, plan)
-        rc = te.reduce_axis((0, cg), name="rc")
-        taps = [te.reduce_axis((0, k), name=_REDUCE_NAMES[s])
+        names = _topi_names(stage, plan, transpose)
+        rc = te.reduce_axis((0, cg), name=names.rc)
+        taps = [te.reduce_axis((0, k), name=names.taps.get(s, _REDUCE_NAMES[s]))
                 for k, s in zip(plan.weight_shape[2:], _SPATIAL[nsp])]
         body: BodyFn = _transposed_body if transpose else _direct_body
-        element = body(data, weight, plan, rc.var, [t.var for t in taps], acc)
+        element = body(data, weight, plan, rc.var, [t.var for t in taps], acc, names)
+        # NHWC reduces over (ry, rx, rc) in TOPI's nn.conv, the channel-first layouts (rc, ry, rx)
+        red = [*taps, rc] if names.channel_last_reduce else [rc, *taps]
 
         def conv(*i: PrimExpr) -> PrimExpr:
-            return te.sum(element(layout_coords(plan.out_layout, plan.data_primal, i)),
-                          axis=[rc, *taps])
+            return te.sum(element(layout_coords(plan.out_layout, plan.data_primal, i)), axis=red)
 
-        result = te.compute(out.shape, conv, name=stage, tag=stage)
+        if names.axes:
+            result = named_compute(out.shape, conv, names.axes, name=stage, tag=stage)
+        else:
+            result = te.compute(out.shape, conv, name=stage, tag=stage)
         return cast_output(result, out.dtype, stage)
 
     return compute
@@ -344,9 +406,10 @@ def _channel_coords(plan: ConvPlan, o: Coord, rc: PrimExpr) -> tuple[Coord, Coor
 
 
 def _direct_body(data: te.Tensor, weight: te.Tensor, plan: ConvPlan, rc: PrimExpr,
-                 taps: list[PrimExpr], acc: str) -> ElementFn:
+                 taps: list[PrimExpr], acc: str, names: _TopiNames) -> ElementFn:
     spatial = plan.data_primal[2:]
-    read = _padded_reader(data, plan.data_layout, plan.data_primal, plan.padding)
+    read = _padded_reader(data, plan.data_layout, plan.data_primal, plan.padding, names.pad,
+                          names.topi_pad)
 
     def element(coords: dict[str, Coord]) -> PrimExpr:
         c_in, _ = _channel_coords(plan, coords["C"], rc)
@@ -362,7 +425,7 @@ def _direct_body(data: te.Tensor, weight: te.Tensor, plan: ConvPlan, rc: PrimExp
 
 
 def _transposed_body(data: te.Tensor, weight: te.Tensor, plan: ConvPlan, rc: PrimExpr,
-                     taps: list[PrimExpr], acc: str) -> ElementFn:
+                     taps: list[PrimExpr], acc: str, names: _TopiNames) -> ElementFn:
     spatial = plan.data_primal[2:]
     zero = E.const(0, acc)
 

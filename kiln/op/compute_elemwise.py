@@ -22,11 +22,45 @@ from kiln.op.elemwise import BINARY_OPS, UNARY_OPS
 from kiln.op.registry import get_op_def
 from kiln.te import expr as E
 from kiln.te.expr import PrimExpr
+from kiln.te.tensor import DATA_PAR, IterVar, Range, make_compute_op
 
-__all__ = ["broadcast_indices", "elemwise_unary", "elemwise_binary"]
+__all__ = ["ax_compute", "broadcast_indices", "elemwise_unary", "elemwise_binary", "named_compute"]
 
 Unary = Callable[[PrimExpr], PrimExpr]
 Binary = Callable[[PrimExpr, PrimExpr], PrimExpr]
+
+
+def named_compute(shape: Sequence[int], fcompute: Callable[..., Any], names: Sequence[str],
+                  name: str, tag: str = "", attrs: dict[str, Any] | None = None) -> Any:
+    """``te.compute`` whose spatial iterators are called ``names`` (``fcompute`` takes them in order).
+
+    TOPI's computes name their iterators after the lambda's parameters (Python TOPI) or
+    ``ax0, ax1, ...`` (C++ TOPI's ``te::compute``); the names are part of the DAG print, hence of
+    the auto-scheduler's workload keys, so Kiln's computes use the same names as TOPI's.
+    """
+    dims = tuple(int(d) for d in shape)
+    if len(names) != len(dims):
+        raise ValueError(f"compute {name}: {len(names)} iterator names for shape {dims}")
+    axis = tuple(IterVar(E.Var(n, "int32"), Range(E.const(0), E.const(d)), DATA_PAR)
+                 for n, d in zip(names, dims))
+    result = fcompute(*[iv.var for iv in axis])
+    bodies = tuple(result) if isinstance(result, (list, tuple)) else (result,)
+    op = make_compute_op(name, tag, attrs or {}, axis, tuple(E.as_expr(b) for b in bodies))
+    outs = [op.output(i) for i in range(op.num_outputs)]
+    return outs[0] if len(outs) == 1 else outs
+
+
+def ax_compute(shape: Sequence[int], fcompute: Callable[..., Any], name: str, tag: str = "",
+               attrs: dict[str, Any] | None = None) -> Any:
+    """``te.compute`` with C++ TOPI's iterator names ``ax0, ax1, ...``.
+
+    C++ TOPI builds its element-wise, broadcast, injective and pooling computes with
+    ``te::compute(shape, [](const Array<Var>& i) {...})``, which names iterator ``k`` ``ax<k>``
+    (``src/te/operation/compute_op.cc``); relay's C++ operators (``add``, ``nn.relu``, ``cast``,
+    ``layout_transform``, ``nn.max_pool2d``, ...) print that way in TVM's task DAGs.
+    """
+    return named_compute(shape, fcompute, [f"ax{k}" for k in range(len(tuple(shape)))], name,
+                         tag, attrs)
 
 
 def broadcast_indices(t: te.Tensor, out_shape: Sequence[int], idx: Sequence[PrimExpr]) -> tuple:
@@ -142,7 +176,7 @@ def elemwise_unary(name: str, fn: Unary) -> Callable[[list[te.Tensor], Any, Type
     def compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) -> te.Tensor:
         x = inputs[0]
         out = _out(out_type)
-        return te.compute(x.shape, lambda *i: E.cast(fn(x(*i)), out.dtype), name=f"T_{name}",
+        return ax_compute(x.shape, lambda *i: E.cast(fn(x(*i)), out.dtype), name=f"T_{name}",
                           tag="elemwise")
 
     return compute
@@ -159,7 +193,7 @@ def elemwise_binary(name: str, fn: Binary) -> Callable[[list[te.Tensor], Any, Ty
             y = b(*broadcast_indices(b, out.shape, i))
             return E.cast(fn(x, y), out.dtype)
 
-        return te.compute(out.shape, element, name=f"T_{name}", tag="broadcast")
+        return ax_compute(out.shape, element, name=f"T_{name}", tag="broadcast")
 
     return compute
 
@@ -174,20 +208,20 @@ def _clip_compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) -> te.Ten
         lo_c, hi_c = E.const(lo_i, x.dtype), E.const(hi_i, x.dtype)
     else:
         lo_c, hi_c = E.const(lo, x.dtype), E.const(hi, x.dtype)
-    return te.compute(x.shape, lambda *i: E.binary("min", E.binary("max", x(*i), lo_c), hi_c),
+    return ax_compute(x.shape, lambda *i: E.binary("min", E.binary("max", x(*i), lo_c), hi_c),
                       name="T_clip", tag="elemwise")
 
 
 def _cast_compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) -> te.Tensor:
     x = inputs[0]
     dtype = _out(out_type).dtype
-    return te.compute(x.shape, lambda *i: E.cast(x(*i), dtype), name="T_cast", tag="elemwise")
+    return ax_compute(x.shape, lambda *i: E.cast(x(*i), dtype), name="T_cast", tag="elemwise")
 
 
 def _reinterpret_compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) -> te.Tensor:
     x = inputs[0]
     dtype = _out(out_type).dtype
-    return te.compute(x.shape, lambda *i: E.Call("reinterpret", (x(*i),), dtype),
+    return ax_compute(x.shape, lambda *i: E.Call("reinterpret", (x(*i),), dtype),
                       name="T_reinterpret", tag="elemwise")
 
 
@@ -200,7 +234,7 @@ def _where_compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) -> te.Te
         return E.select(c, x(*broadcast_indices(x, out.shape, i)),
                         y(*broadcast_indices(y, out.shape, i)))
 
-    return te.compute(out.shape, element, name="T_where", tag="broadcast")
+    return ax_compute(out.shape, element, name="T_where", tag="broadcast")
 
 
 def _register() -> None:

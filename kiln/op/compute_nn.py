@@ -2,8 +2,8 @@
 
 Each compute follows its operator's NumPy reference:
 
-* ``dense``/``matmul``/``batch_matmul`` are one reduction over the contracted axis (``T_dense``,
-  ``T_matmul_NT``, ``T_batch_matmul_NT``, ... as TVM names them), accumulating as
+* ``dense``/``matmul``/``batch_matmul`` are one reduction over the contracted axis (``T_matmul_NT``
+  for dense, ``T_batch_matmul_NT``, ... as TVM names them), accumulating as
   :func:`~kiln.op.compute_conv.accumulate_dtype` says; a batch of 1 broadcasts.
 * Activations, ``bias_add`` and ``batch_norm`` are element-wise; float16 data is computed in
   float32 and rounded once, as the reference rounds its float64 result once.
@@ -36,6 +36,7 @@ from kiln.op.compute_conv import (
     layout_index,
     tensor_type,
 )
+from kiln.op.compute_elemwise import ax_compute, named_compute
 from kiln.op.nn_common import Layout
 from kiln.op.nn_spatial import _upsample_plan
 from kiln.op.registry import get_op_def, normalize_axis
@@ -52,8 +53,12 @@ ComputeFn = Callable[[list[te.Tensor], Any, Type], Any]
 # --- dense, matmul, batch_matmul ---------------------------------------------------------------
 
 def _contract(a: te.Tensor, b: te.Tensor, out_type: Type, extent: int, a_index: IndexFn,
-              b_index: IndexFn, name: str, tag: str) -> te.Tensor:
-    """``out[i] = sum_k a[a_index(i, k)] * b[b_index(i, k)]`` in the accumulation dtype."""
+              b_index: IndexFn, name: str, tag: str,
+              axes: Sequence[str] | None = None) -> te.Tensor:
+    """``out[i] = sum_k a[a_index(i, k)] * b[b_index(i, k)]`` in the accumulation dtype.
+
+    ``axes`` names the output iterators (default ``i0, i1, ...``, as TOPI's ``nn.matmul``).
+    """
     out = tensor_type(out_type, tag)
     acc = accumulate_dtype((a.dtype, b.dtype), out.dtype)
     k = te.reduce_axis((0, extent), name="k")
@@ -62,14 +67,20 @@ def _contract(a: te.Tensor, b: te.Tensor, out_type: Type, extent: int, a_index: 
         kk = (k.var,)
         return te.sum(E.cast(a[a_index(i, kk)], acc) * E.cast(b[b_index(i, kk)], acc), axis=k)
 
-    result = te.compute(out.shape, element, name=name, tag=tag)
+    if axes is not None:
+        result = named_compute(out.shape, element, axes, name=name, tag=tag)
+    else:
+        result = te.compute(out.shape, element, name=name, tag=tag)
     return cast_output(result, out.dtype, name)
 
 
 def _dense_compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) -> te.Tensor:
     data, weight = inputs
+    # TOPI's nn.dense is nn.matmul(transpose_b=True) (python/tvm/topi/nn/dense.py, TVM 0.15+):
+    # T_matmul_NT(i0, i1) += (p0[i0, k]*p1[i1, k]), tag "dense"; TVM's x86 strategy picks it
+    # (dense.generic) when the auto-scheduler is enabled.
     return _contract(data, weight, out_type, data.shape[-1],
-                     lambda i, k: (*i[:-1], *k), lambda i, k: (i[-1], *k), "T_dense", "dense")
+                     lambda i, k: (*i[:-1], *k), lambda i, k: (i[-1], *k), "T_matmul_NT", "dense")
 
 
 def _matmul_compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) -> te.Tensor:
@@ -102,8 +113,9 @@ def _batch_matmul_compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) -
         return (batch(b, i), i[2], *k) if tb else (batch(b, i), *k, i[2])
 
     flags = ("T" if ta else "N") + ("T" if tb else "N")
+    # TOPI's nn.batch_matmul (python/tvm/topi/nn/batch_matmul.py): lambda b, i, j over k
     return _contract(a, b, out_type, extent, a_index, b_index, f"T_batch_matmul_{flags}",
-                     "batch_matmul")
+                     "batch_matmul", ("b", "i", "j"))
 
 
 # --- bias_add, activations ---------------------------------------------------------------------
@@ -111,14 +123,15 @@ def _batch_matmul_compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) -
 def _bias_add_compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) -> te.Tensor:
     data, bias = inputs
     axis = normalize_axis(attrs.axis, data.ndim, "nn.bias_add")
-    return te.compute(data.shape, lambda *i: E.cast(data(*i) + bias[i[axis]], data.dtype),
+    return ax_compute(data.shape, lambda *i: E.cast(data(*i) + bias[i[axis]], data.dtype),
                       name="T_add", tag="broadcast")
 
 
 def _relu_compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) -> te.Tensor:
     x = inputs[0]
     zero = E.const(0, x.dtype)
-    return te.compute(x.shape, lambda *i: E.binary("max", x(*i), zero), name="T_relu",
+    # topi::relu (include/tvm/topi/nn.h): T_relu(ax0, ...) = max(x[ax0, ...], 0)
+    return ax_compute(x.shape, lambda *i: E.binary("max", x(*i), zero), name="T_relu",
                       tag="elemwise")
 
 
@@ -207,7 +220,8 @@ def _unravel(flat: PrimExpr, shape: Sequence[int]) -> Index:
 def _batch_flatten_compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) -> te.Tensor:
     x = inputs[0]
     out = tensor_type(out_type, "nn.batch_flatten")
-    return te.compute(out.shape, lambda b, j: x[(b, *_unravel(j, x.shape[1:]))], name="tensor",
+    # topi::nn::flatten (include/tvm/topi/nn/flatten.h): tensor(ax0, ax1)
+    return ax_compute(out.shape, lambda b, j: x[(b, *_unravel(j, x.shape[1:]))], name="tensor",
                       tag="injective")
 
 

@@ -29,6 +29,7 @@ from kiln import te
 from kiln.ir.types import Type
 from kiln.op import pool  # noqa: F401  (the operators must be registered before their computes)
 from kiln.op.compute_conv import compute_dtype, tensor_type
+from kiln.op.compute_elemwise import ax_compute
 from kiln.op.pool import PoolPlan, pool_plan
 from kiln.op.pool_adaptive import adaptive_plan
 from kiln.op.registry import get_op_def
@@ -76,7 +77,7 @@ def _average(total: te.Tensor, divisors: Callable[[Index], list[PrimExpr]], dtyp
                 value = E.binary("div", value, E.cast(f, total.dtype))
         return E.cast(value, dtype)
 
-    return te.compute(total.shape, element, name=name, tag="elemwise")
+    return ax_compute(total.shape, element, name=name, tag="elemwise")
 
 
 # --- windowed pooling ----------------------------------------------------------------------------
@@ -143,9 +144,11 @@ def _pool_compute(name: str, nsp: int, mode: str) -> ComputeFn:
             return read(_replace(i, plan.axes, pos))
 
         if mode == "max":
-            return te.compute(out.shape, lambda *i: te.max(window(i), axis=taps), name="pool_max",
+            # topi::nn::pool_impl_nd (include/tvm/topi/nn/pooling.h): pool_max(ax0, ...) max=
+            # x[..., ((ax2*2) + rv0), ...] over reduce axes rv0, rv1, ...
+            return ax_compute(out.shape, lambda *i: te.max(window(i), axis=taps), name="pool_max",
                               tag="pool_max")
-        total = te.compute(out.shape, lambda *i: te.sum(window(i), axis=taps), name="pool_sum",
+        total = ax_compute(out.shape, lambda *i: te.sum(window(i), axis=taps), name="pool_sum",
                            tag="pool_sum")
         divisors = _window_divisors(x.shape, plan, bool(attrs.count_include_pad))
         return _average(total, divisors, out.dtype, "pool_avg")
@@ -173,7 +176,7 @@ def _padded(x: te.Tensor, axes: Sequence[int], pads: Sequence[tuple[int, int]], 
             src[a] = i[a] - before
         return te.if_then_else(te.all(*inside), E.cast(x[tuple(src)], dtype), E.cast(fill, dtype))
 
-    pad = te.compute(tuple(shape), element, name="pad_temp", tag="injective")
+    pad = ax_compute(tuple(shape), element, name="pad_temp", tag="injective")  # topi::pad
     return lambda i: pad[i]
 
 

@@ -25,6 +25,7 @@ from kiln.op import (  # noqa: F401  (attach the computes of the other transform
     compute_transform_index,
     compute_transform_math,
 )
+from kiln.op.compute_elemwise import ax_compute
 from kiln.op.compute_transform_common import ravel, tensor_type, tuple_types, unravel
 from kiln.op.registry import get_op_def
 from kiln.op.transform_layout import parse_layout
@@ -212,7 +213,8 @@ def _layout_transform_compute(inputs: list[te.Tensor], attrs: Any, out_type: Typ
             return x(*coords)
         return te.if_then_else(te.all(*padded), x(*coords), E.const(0, x.dtype))
 
-    return te.compute(tensor_type(out_type).shape, element, name="T_layout_trans",
+    # topi::layout_transform (include/tvm/topi/transform.h): T_layout_trans(ax0, ...)
+    return ax_compute(tensor_type(out_type).shape, element, name="T_layout_trans",
                       tag="injective")
 
 

@@ -25,6 +25,10 @@ targets, after ``AlterOpLayout``) rewrites them around the product:
 ``v`` is the target's vector width for the dtype (:meth:`~kiln.target.Target.vector_width`),
 capped at the power of two at or above ``N`` for narrow products. Only float32/float64 products
 of 3-d operands change; the result is the same tensor with the same type.
+
+While a tuning log is applied (``with auto_scheduler.ApplyHistoryBest(log)``), a product whose
+TVM form (``T_batch_matmul_NT(b, i, j)``, TVM's x86 ``batch_matmul.generic`` under the
+auto-scheduler) has a record in the log is left as it is, so the record applies.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ import kiln.op as K
 from kiln.ir.expr import Call, Expr, Function
 from kiln.ir.module import IRModule
 from kiln.target import Target
+from kiln.te import dispatch as te_dispatch
+from kiln.transform.alter_op_layout import log_has_task, tvm_task_dags
 from kiln.transform.pass_infra import FunctionPass, PassContext, PassInfo
 from kiln.transform.rewrite import Rule, graph_rewrite, tensor_type
 
@@ -75,6 +81,9 @@ def _rewrite(call: Call, lanes_of: dict[str, int]) -> Expr | None:
     if ta is None or tb is None or out is None or ta.ndim != 3 or tb.ndim != 3 \
             or ta.dtype != tb.dtype or ta.dtype not in _FLOATS:
         return None
+    if te_dispatch.current_dispatchers() and log_has_task(
+            tvm_task_dags("nn.batch_matmul", attrs, [ta, tb], 2), "batch_matmul"):
+        return None  # an entered tuning log tunes TVM's form of this product: keep it
     batch, rows, cols = out.shape
     transpose = bool(attrs.transpose_b) and rows >= MIN_ROWS
     lanes = lanes_of.setdefault(ta.dtype, _lanes(ta.dtype))

@@ -25,6 +25,20 @@ Block sizes (``L`` = lanes of the dtype in one vector register, :meth:`Target.ve
   16-column panel on AVX2), else the largest power of two from 4 up to ``2 L`` dividing ``N``, else
   the largest divisor of ``N`` up to ``2 L`` (TVM's rule: ``N = 10`` at 4 lanes gives 5).
 
+Applying TVM's tuning logs (``with auto_scheduler.ApplyHistoryBest(log): relay.build(...)``):
+TVM's auto-scheduler tasks are TVM's layouts, and a task's workload key (the MD5 of its DAG
+print) depends on them. While a dispatch context is entered (:mod:`kiln.te.dispatch`), each rule
+first works out the DAG TVM would extract for the op (:func:`tvm_task_dags`: the op in TVM's layout
+with the epilogues TVM fuses most often: none, a bias ``add``, ``add`` + ``relu``, ``relu``, a
+residual block's bias + shortcut ``add`` (+ ``relu``)) and asks the context for its key; when the
+log holds it, the op gets TVM's layout instead of Kiln's:
+
+- dense stays ``nn.dense`` (TVM's x86 strategy with the auto-scheduler enabled uses
+  ``topi.nn.dense`` and never packs: ``python/tvm/relay/op/strategy/x86.py``, ``dense.generic``);
+- a convolution is blocked with TVM's default blocks (:func:`tvm_conv_blocks`, the rule of
+  ``python/tvm/topi/x86/conv2d_avx_common.py: _fallback_schedule``) for 4, 8 or 16 float32 lanes
+  (``get_simd_32bit_lanes``: plain ``llvm``, AVX2, AVX-512), the one the log asks for.
+
 Left alone: grouped convolutions that are not depthwise, depthwise multipliers above 1,
 convolutions in other layouts (``NHWC``/``HWIO``: run :mod:`~kiln.transform.convert_layout`
 first; changing them here would also change what TVM's x86 rules produce), integer convolutions
@@ -34,13 +48,18 @@ dense with a weight that is not a constant.
 
 from __future__ import annotations
 
+from typing import Any
+
 import kiln.op as K
-from kiln.ir.expr import Call, Constant, Function
+from kiln.ir.expr import Call, Constant, Function, Var
 from kiln.ir.module import IRModule
-from kiln.ir.types import is_float
+from kiln.ir.types import TensorType, is_float
 from kiln.op.nn_pack import DensePackAttrs
-from kiln.op.registry import make_call
+from kiln.op.registry import get_op_def, make_call
 from kiln.target import Target
+from kiln.te import dispatch as te_dispatch
+from kiln.te.dag import ComputeDAG
+from kiln.te.tensor import placeholder
 from kiln.transform.infer_type import infer_type
 from kiln.transform.layout_propagation import (
     LayoutPropagator,
@@ -51,7 +70,15 @@ from kiln.transform.layout_propagation import (
 )
 from kiln.transform.pass_infra import ModulePass, PassContext, PassInfo
 
-__all__ = ["AlterOpLayout", "alter_op_layout", "channel_block", "dense_block"]
+__all__ = [
+    "AlterOpLayout",
+    "alter_op_layout",
+    "channel_block",
+    "dense_block",
+    "log_has_task",
+    "tvm_conv_blocks",
+    "tvm_task_dags",
+]
 
 
 def channel_block(channels: int, lanes: int) -> int:
@@ -114,6 +141,127 @@ def dense_block(units: int, lanes: int) -> int:
     return divisors[0]
 
 
+TVM_LANES = (4, 8, 16)
+_DAG_CACHE: dict[Any, list[ComputeDAG]] = {}
+
+
+def tvm_conv_blocks(c_in: int, c_out: int, lanes: int) -> tuple[int, int]:
+    """TVM's default ``(ic_bn, oc_bn)`` of an x86 ``conv2d_NCHWc`` (``_fallback_schedule``).
+
+    ``oc_bn`` is the largest divisor of ``c_out`` up to ``lanes``; ``ic_bn`` the largest divisor
+    of ``c_in`` up to ``oc_bn``.
+
+    Examples
+    --------
+    >>> tvm_conv_blocks(3, 8, 4), tvm_conv_blocks(64, 64, 16), tvm_conv_blocks(3, 10, 8)
+    ((3, 4), (16, 16), (3, 5))
+    """
+    oc = max(d for d in range(1, min(c_out, lanes) + 1) if c_out % d == 0)
+    ic = max(d for d in range(1, min(c_in, oc) + 1) if c_in % d == 0)
+    return ic, oc
+
+
+def _epilogues(out: TensorType, channel_axis: int) -> list[list[tuple[str, tuple[int, ...]]]]:
+    """The element-wise tails TVM most often fuses after an anchor op: none, a bias add (bias
+    broadcast along ``channel_axis``), add + relu, relu, and a residual block's bias add +
+    shortcut add (+ relu)."""
+    if out.ndim == 2:  # dense: CanonicalizeOps turns bias_add into add(x, b), b of shape (N,)
+        bias: tuple[int, ...] = (out.shape[1],)
+    else:  # along the channel axis, and its inner block in a blocked (NCHW{c}c) output
+        keep = {channel_axis} | ({out.ndim - 1} if out.ndim == 5 else set())
+        bias = tuple(d if k in keep else 1 for k, d in enumerate(out.shape))
+    add, relu, residual = ("add", bias), ("nn.relu", ()), ("add", tuple(out.shape))
+    return [[], [add], [add, relu], [relu], [add, residual, relu], [add, residual]]
+
+
+def tvm_task_dags(name: str, attrs: Any, arg_types: list[TensorType],
+                  channel_axis: int = 1) -> list[ComputeDAG]:
+    """DAGs of the fused functions TVM would make of ``name(p0, p1)`` plus common epilogues.
+
+    Parameters
+    ----------
+    name : str
+        The anchor operator (``nn.dense``, ``nn.contrib_conv2d_NCHWc``).
+    attrs : Attrs
+        Its attributes.
+    arg_types : list of TensorType
+        Types of its (data, weight) arguments.
+    channel_axis : int
+        The output axis a bias is broadcast along.
+
+    Returns
+    -------
+    list of ComputeDAG
+        One DAG per epilogue of :func:`_epilogues`, placeholders ``p0, p1, ...`` as in fused
+        functions; empty when the op does not type-check.
+    """
+    cache_key = (name, repr(attrs), tuple((tuple(t.shape), t.dtype) for t in arg_types),
+                 channel_axis)
+    if cache_key in _DAG_CACHE:
+        return _DAG_CACHE[cache_key]
+    params = [Var(f"p{k}", t) for k, t in enumerate(arg_types)]
+    try:
+        anchor = make_call(name, params, attrs)
+        typed = infer_type(IRModule.from_expr(Function(params, anchor)))
+    except Exception:  # a layout the op cannot take: no candidate
+        return []
+    out_type = typed["main"].body.checked_type
+    dags = []
+    for tail in _epilogues(out_type, channel_axis):
+        ps = list(params)
+        body: Any = make_call(name, ps[:2], attrs)
+        for op, shape in tail:
+            if op == "add":
+                bias = Var(f"p{len(ps)}", TensorType(shape, out_type.dtype))
+                ps.append(bias)
+                body = make_call("add", [body, bias])
+            else:
+                body = make_call(op, [body])
+        fn = infer_type(IRModule.from_expr(Function(ps, body)))["main"]
+        tensors = {id(p): placeholder(p.checked_type.shape, p.checked_type.dtype, p.name_hint)
+                   for p in fn.params}
+
+        out = _te_of(fn.body, tensors)
+        dags.append(ComputeDAG([*(tensors[id(p)] for p in fn.params), out]))
+    if len(_DAG_CACHE) > 512:
+        _DAG_CACHE.clear()
+    _DAG_CACHE[cache_key] = dags
+    return dags
+
+
+def _te_of(e: Any, tensors: dict[int, Any]) -> Any:
+    """The tensor of a typed call tree (placeholders in ``tensors``), by the ops' computes."""
+    if id(e) not in tensors:
+        tensors[id(e)] = get_op_def(e.op.name).compute([_te_of(a, tensors) for a in e.args],
+                                                       e.attrs, e.checked_type)
+    return tensors[id(e)]
+
+
+def log_has_task(dags: list[ComputeDAG], what: str) -> bool:
+    """Whether an entered dispatch context (:mod:`kiln.te.dispatch`) holds a record for one of
+    ``dags`` (TVM's forms of a task, from :func:`tvm_task_dags`).
+
+    Parameters
+    ----------
+    dags : list of ComputeDAG
+        Candidate task DAGs.
+    what : str
+        A function name to show the dispatchers.
+
+    Returns
+    -------
+    bool
+        True when one of the DAGs' workload keys has a record.
+    """
+    for dag in dags:
+        try:
+            if te_dispatch.lookup(dag.workload_key(), dag, what) is not None:
+                return True
+        except Exception:  # a broken context must not break the build
+            return False
+    return False
+
+
 def _conv2d_rule(target: Target) -> LayoutRule:
     def rule(prop: LayoutPropagator, call: Call) -> Value | None:
         """``conv2d(x, w)`` -> ``contrib_conv2d_NCHWc(x{ic}, layout_transform(w)){oc}``."""
@@ -127,6 +275,8 @@ def _conv2d_rule(target: Target) -> LayoutRule:
         c_in, c_out = data.shape[1], weight.shape[0]
         if attrs.groups == 1:
             ic, oc = channel_block(c_in, lanes), channel_block(c_out, lanes)
+            if te_dispatch.current_dispatchers():
+                ic, oc = _tvm_blocks_in_log(attrs, data, weight, (ic, oc))
             name, kernel_layout = "nn.contrib_conv2d_NCHWc", f"OIHW{ic}i{oc}o"
         elif attrs.groups == c_in == c_out and weight.shape[1] == 1:
             ic = oc = channel_block(c_out, lanes)
@@ -144,6 +294,29 @@ def _conv2d_rule(target: Target) -> LayoutRule:
     return rule
 
 
+def _tvm_blocks_in_log(attrs: Any, data: TensorType, weight: TensorType,
+                       default: tuple[int, int]) -> tuple[int, int]:
+    """The blocks of TVM's layout of this convolution when the entered log has its task, else
+    ``default`` (Kiln's)."""
+    c_in, c_out = data.shape[1], weight.shape[0]
+    seen = {default}
+    for lanes in TVM_LANES:
+        ic, oc = tvm_conv_blocks(c_in, c_out, lanes)
+        if (ic, oc) in seen:
+            continue
+        seen.add((ic, oc))
+        n, _, h, w = data.shape
+        kh, kw = weight.shape[2:]
+        new_attrs = attrs.replace(channels=c_out, kernel_size=(kh, kw),
+                                  data_layout=blocked_layout(ic), kernel_layout=f"OIHW{ic}i{oc}o",
+                                  out_layout=blocked_layout(oc))
+        types = [TensorType((n, c_in // ic, h, w, ic), data.dtype),
+                 TensorType((c_out // oc, c_in // ic, kh, kw, ic, oc), weight.dtype)]
+        if log_has_task(tvm_task_dags("nn.contrib_conv2d_NCHWc", new_attrs, types), "conv2d_NCHWc"):
+            return ic, oc
+    return default
+
+
 def _dense_rule(target: Target) -> LayoutRule:
     def rule(prop: LayoutPropagator, call: Call) -> Value | None:
         """``dense(x, W)`` -> ``contrib_dense_pack(x, layout_transform(W, "NC", "NC{n}n"))``."""
@@ -152,6 +325,9 @@ def _dense_rule(target: Target) -> LayoutRule:
                 or data.ndim != 2 or not is_float(data.dtype)):
             return None
         units = weight.shape[0]
+        if te_dispatch.current_dispatchers() and log_has_task(
+                tvm_task_dags("nn.dense", call.attrs, [data, weight]), "dense"):
+            return None  # the log tunes TVM's unpacked dense (T_matmul_NT)
         layout = f"NC{dense_block(units, target.vector_width(data.dtype))}n"
         packed = K.layout_transform(call.args[1], "NC", layout)
         attrs = DensePackAttrs(units=units, out_dtype=call.attrs.out_dtype, weight_layout=layout)

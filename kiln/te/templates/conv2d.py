@@ -114,7 +114,7 @@ def match_nchwc(dag: ComputeDAG, tags: Sequence[str], dtype: str = "float32") ->
     pad: int | None = None
     if before:
         pad_op = ops[before[0]]
-        if len(before) > 1 or pad_op.name != "pad_temp" or pad_op.is_reduction \
+        if len(before) > 1 or pad_op.name not in ("pad_temp", "data_pad") or pad_op.is_reduction \
                 or any(_reads(ops[i], pad_op) for i in computes if i != main):
             return None
         pad = before[0]

@@ -15,14 +15,14 @@ static void fused_add_exp_multiply__par0(void* kiln_ctx, int64_t kiln_begin, int
   const float* restrict p0 = kiln_c->p0;
   const float* restrict p1 = kiln_c->p1;
   float* restrict T_multiply = kiln_c->T_multiply;
-  for (int32_t i0_i1_o_fused = (int32_t)kiln_begin; i0_i1_o_fused < (int32_t)kiln_end; ++i0_i1_o_fused) {
-    {  /* i1_i: 8 lanes */
-      kiln_f32x8 v = *(const kiln_f32x8u*)&p0[(i0_i1_o_fused * 8)];
-      kiln_f32x8 v1 = *(const kiln_f32x8u*)&p1[((i0_i1_o_fused % 128) * 8)];
+  for (int32_t ax0_ax1_o_fused = (int32_t)kiln_begin; ax0_ax1_o_fused < (int32_t)kiln_end; ++ax0_ax1_o_fused) {
+    {  /* ax1_i: 8 lanes */
+      kiln_f32x8 v = *(const kiln_f32x8u*)&p0[(ax0_ax1_o_fused * 8)];
+      kiln_f32x8 v1 = *(const kiln_f32x8u*)&p1[((ax0_ax1_o_fused % 128) * 8)];
       kiln_f32x8 v2 = v + v1;
       kiln_f32x8 v3 = kiln_vexp_f32x8(v2);
       kiln_f32x8 v4 = v3 * (2.0f - (kiln_f32x8){});
-      *(kiln_f32x8u*)&T_multiply[(i0_i1_o_fused * 8)] = v4;
+      *(kiln_f32x8u*)&T_multiply[(ax0_ax1_o_fused * 8)] = v4;
     }
   }
 }
