@@ -18,19 +18,11 @@ from kiln.auto_scheduler import measure_record as mr
 from kiln.auto_scheduler.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from kiln.errors import TuningLogError
 from kiln.target import Target
+from kiln.testing.auto_scheduler import matmul_auto_scheduler_test
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "tvm"
 LOG = FIXTURES / "ansor_manual_steps_log.json"
 MATMUL_KEY = '["matmul_auto_scheduler_test", 512, 512, 512]'
-
-
-@te.register_workload("matmul_auto_scheduler_test", override=True)
-def matmul_auto_scheduler_test(n: int, m: int, k: int) -> list[te.Tensor]:
-    A = te.placeholder((n, k), name="A")
-    B = te.placeholder((k, m), name="B")
-    r = te.reduce_axis((0, k), name="k")
-    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=[r]), name="C")
-    return [A, B, C]
 
 
 def matmul_relu_relu(n: int) -> list[te.Tensor]:

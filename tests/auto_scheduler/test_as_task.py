@@ -21,6 +21,7 @@ from kiln.auto_scheduler.workload_registry import (
 from kiln.config import usable_cpus
 from kiln.errors import TuningLogError
 from kiln.target import Target
+from kiln.testing.auto_scheduler import matmul_auto_scheduler_test
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "tvm"
 LOG = FIXTURES / "ansor_manual_steps_log.json"
@@ -32,15 +33,6 @@ TVM_NAMES = ("SearchTask", "ComputeDAG", "LayoutRewriteOption", "register_worklo
              "RecordReader", "LocalBuilder", "LocalRunner", "ApplyHistoryBest", "DispatchContext",
              "extract_tasks", "measure", "measure_record", "search_task", "compute_dag",
              "workload_registry", "dispatcher", "relay_integration")
-
-
-@te.register_workload("matmul_auto_scheduler_test", override=True)
-def matmul_auto_scheduler_test(n: int, m: int, k: int) -> list[te.Tensor]:
-    A = te.placeholder((n, k), name="A")
-    B = te.placeholder((k, m), name="B")
-    r = te.reduce_axis((0, k), name="k")
-    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=[r]), name="C")
-    return [A, B, C]
 
 
 def _expected_prints() -> list[str]:

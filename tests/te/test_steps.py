@@ -14,6 +14,7 @@ import pytest
 from kiln import te
 from kiln.errors import TuningLogError
 from kiln.te.steps import STEP_KINDS, parse_step
+from kiln.testing.auto_scheduler import matmul_auto_scheduler_test
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "tvm"
 
@@ -34,15 +35,6 @@ def _expected_prints() -> list[str]:
         assert body.startswith(" Placeholder:")  # print() put a space after the title
         blocks.append(body[1:])
     return blocks
-
-
-@te.register_workload("matmul_auto_scheduler_test", override=True)
-def matmul_auto_scheduler_test(n: int, m: int, k: int) -> list[te.Tensor]:
-    A = te.placeholder((n, k), name="A")
-    B = te.placeholder((k, m), name="B")
-    r = te.reduce_axis((0, k), name="k")
-    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=[r]), name="C")
-    return [A, B, C]
 
 
 def matmul_relu_relu(n: int) -> list[te.Tensor]:
