@@ -41,6 +41,7 @@ from kiln.transform.fold_scale_axis import FoldScaleAxis
 from kiln.transform.fuse_ops import FuseOps
 from kiln.transform.fuse_patterns import FuseLayerNorm, PadSoftmaxRows
 from kiln.transform.inline import RemoveUnusedFunctions, inline
+from kiln.transform.legalize_conv import LegalizeConv
 from kiln.transform.simplify_expr import SimplifyExpr
 from kiln.transform.simplify_inference import SimplifyInference
 
@@ -88,6 +89,8 @@ def build_pipeline(target: Target | None = None) -> list[Pass]:
         SimplifyInference(),  # [0] batch_norm, dropout, layer/instance/group norm -> arithmetic
         EliminateCommonSubexpr(),  # [3] compute repeated expressions once
         FoldConstant(),  # [2] precompute everything that depends only on (bound) params
+        # [3] conv1d, conv{1,2}d_transpose -> conv2d (phases), epilogues moved onto the conv2d
+        *([LegalizeConv()] if native else []),
         FoldScaleAxis(),  # [3] fold per-channel multiplies into conv/dense weights
         *([FuseLayerNorm()] if native else []),  # [1] spelled-out layer norms -> nn.layer_norm
         *([PadSoftmaxRows()] if native else []),  # [3] attention rows padded to whole vectors

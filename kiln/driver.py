@@ -150,7 +150,7 @@ def build(inputs: Any, args: Sequence[Any] | None = None, target: Any = None,
     """
     from kiln.codegen.c_codegen import CCodegen
     from kiln.codegen.compiler import compile_cached
-    from kiln.codegen.native import COMPILE_FLAGS
+    from kiln.codegen.native import target_compile_flags
     from kiln.te.loop_ir import PrimFunc
     from kiln.te.lower import lower
     from kiln.te.schedule import Schedule
@@ -172,6 +172,6 @@ def build(inputs: Any, args: Sequence[Any] | None = None, target: Any = None,
         raise CompileError(f"kiln.build takes a Schedule (with args) or a lowered PrimFunc, not "
                            f"{type(inputs).__name__}")
     source = CCodegen(vector_bytes).module([func])
-    so = compile_cached(source, func.name, flags=COMPILE_FLAGS)
+    so = compile_cached(source, func.name, flags=target_compile_flags(target or "c"))
     signature = tuple((tuple(b.shape), b.dtype) for b in func.params)
     return BuiltModule(so, func.name, [so.with_suffix(".c")], signature)

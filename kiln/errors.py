@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "CompileError",
     "CompilerNotFoundError",
+    "CPUFeatureError",
     "ConfigError",
     "DynamicShapeError",
     "FrontendError",
@@ -182,3 +183,27 @@ class CompilerNotFoundError(CompileError):
 
 class MeasureWorkerError(KilnError):
     """A measurement worker process cannot be started (the message has its stderr)."""
+
+
+class CPUFeatureError(KilnError, RuntimeError):
+    """A compiled library needs CPU features (``avx512f``, ...) the running CPU lacks.
+
+    Parameters
+    ----------
+    what : str
+        The library (its file name, or "the built library").
+    missing : sequence of str
+        The missing features, by their ``/proc/cpuinfo`` names.
+    target : str, optional
+        The target it was built for.
+    """
+
+    def __init__(self, what: str, missing: list[str], target: str | None = None):
+        self.missing = list(missing)
+        built = f" (built for target {target!r})" if target else ""
+        wide = any(f.startswith("avx512") for f in missing)
+        hint = ('"llvm -mattr=-avx512f" or "llvm -mcpu=znver3"' if wide else
+                '"llvm -mcpu=<this CPU>" or "llvm -mcpu=x86-64-v2"')
+        super().__init__(f"{what} needs {', '.join(self.missing)}{built}; this CPU lacks "
+                         f"{'it' if len(self.missing) == 1 else 'them'}: rebuild with target "
+                         f"{hint} (or the default target on this machine)")

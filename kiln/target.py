@@ -22,6 +22,7 @@ import re
 import shlex
 import subprocess
 import sys
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -30,7 +31,8 @@ from kiln.config import settings, usable_cpus
 from kiln.errors import KilnError
 from kiln.ir.types import np_dtype
 
-__all__ = ["Target", "TargetError", "TargetKind", "host_triple", "native_vector_bytes"]
+__all__ = ["X86_MACRO_FEATURES", "Target", "TargetError", "TargetISA", "TargetKind", "host_triple",
+           "native_isa", "native_vector_bytes"]
 
 
 class TargetError(KilnError, ValueError):
@@ -139,6 +141,256 @@ def _cpu_vector_bytes(cpu: str) -> int | None:
     if cpu in _CPU_VECTOR_BYTES:
         return _CPU_VECTOR_BYTES[cpu]
     return 16 if _ARM_CPU.match(cpu) else None
+
+
+# --- instruction sets: compiler flags and CPU features of a target ------------------------------
+
+# GCC/Clang predefined macros of x86 instruction-set extensions -> the feature's name in Linux's
+# /proc/cpuinfo "flags" (how a running CPU reports it; the runtime compares these names). Only
+# extensions the compiler may use in ordinary C (vectorisation, bit manipulation) or through the
+# intrinsics Kiln's prelude uses.
+X86_MACRO_FEATURES: dict[str, str] = {
+    "__SSE__": "sse", "__SSE2__": "sse2", "__SSE3__": "pni", "__SSSE3__": "ssse3",
+    "__SSE4_1__": "sse4_1", "__SSE4_2__": "sse4_2", "__SSE4A__": "sse4a", "__POPCNT__": "popcnt",
+    "__LZCNT__": "abm", "__AVX__": "avx", "__AVX2__": "avx2", "__FMA__": "fma", "__FMA4__": "fma4",
+    "__F16C__": "f16c", "__BMI__": "bmi1", "__BMI2__": "bmi2", "__MOVBE__": "movbe",
+    "__AVX512F__": "avx512f", "__AVX512DQ__": "avx512dq", "__AVX512CD__": "avx512cd",
+    "__AVX512BW__": "avx512bw", "__AVX512VL__": "avx512vl", "__AVX512IFMA__": "avx512ifma",
+    "__AVX512VBMI__": "avx512vbmi", "__AVX512VBMI2__": "avx512_vbmi2",
+    "__AVX512VNNI__": "avx512_vnni", "__AVX512BITALG__": "avx512_bitalg",
+    "__AVX512VPOPCNTDQ__": "avx512_vpopcntdq", "__AVX512BF16__": "avx512_bf16",
+    "__AVX512FP16__": "avx512_fp16", "__AVX512VP2INTERSECT__": "avx512_vp2intersect",
+    "__AVXVNNI__": "avx_vnni", "__GFNI__": "gfni", "__VAES__": "vaes",
+    "__VPCLMULQDQ__": "vpclmulqdq",
+}
+
+# CPUs a compiler may not know yet (GCC 12 has no znver4): the closest CPU it knows plus the
+# extensions the newer one adds.
+_AVX512_ZEN4 = ("avx512f", "avx512dq", "avx512cd", "avx512bw", "avx512vl", "avx512ifma",
+                "avx512vbmi", "avx512vbmi2", "avx512vnni", "avx512bitalg", "avx512vpopcntdq",
+                "avx512bf16", "gfni", "vaes", "vpclmulqdq")
+_CPU_FALLBACK: dict[str, tuple[str, tuple[str, ...]]] = {
+    "znver4": ("znver3", _AVX512_ZEN4),
+    "znver5": ("znver3", (*_AVX512_ZEN4, "avxvnni")),
+    "emeraldrapids": ("sapphirerapids", ()),
+    "graniterapids": ("sapphirerapids", ()),
+    "graniterapids-d": ("sapphirerapids", ()),
+    "diamondrapids": ("sapphirerapids", ()),
+    **dict.fromkeys(("raptorlake", "meteorlake", "arrowlake", "arrowlake-s", "lunarlake",
+                     "pantherlake", "gracemont", "sierraforest", "grandridge",
+                     "clearwaterforest"), ("alderlake", ())),
+}
+# Last resort for a CPU of a known vector class: a generic x86-64 level, then explicit flags.
+_LEVEL_FALLBACK: dict[int, tuple[tuple[str, ...], ...]] = {
+    64: (("-march=x86-64-v4",),
+         ("-march=x86-64", "-mavx2", "-mfma", "-mf16c", "-mbmi", "-mbmi2", "-mlzcnt",
+          "-mpopcnt", "-mmovbe", "-mavx512f", "-mavx512dq", "-mavx512cd", "-mavx512bw",
+          "-mavx512vl")),
+    32: (("-march=x86-64-v3",),
+         ("-march=x86-64", "-mavx2", "-mfma", "-mf16c", "-mbmi", "-mbmi2", "-mlzcnt",
+          "-mpopcnt", "-mmovbe")),
+    16: (("-march=x86-64-v2",), ("-march=x86-64",)),
+}
+# LLVM -mattr spellings that GCC spells differently (the rest are -m<name> / -mno-<name>).
+_MATTR_GCC = {"sse4.1": "sse4.1", "sse4.2": "sse4.2", "prefer-256-bit": None, "64bit": None,
+              "cmov": None, "cx8": None, "x87": None, "fxsr": None, "mmx": None}
+_X86_MACHINES = ("x86_64", "amd64", "i386", "i486", "i586", "i686", "x86")
+
+
+@dataclass(frozen=True)
+class TargetISA:
+    """The instruction set a target compiles for, as the C compiler resolves it.
+
+    Attributes
+    ----------
+    flags : tuple of str
+        Compiler flags selecting it (``("-march=znver3",)``, ``("-march=native",)``,
+        ``("-march=x86-64", "-mavx2", "-mfma", "-mno-avx512f")``).
+    features : frozenset of str
+        CPU features the compiled code may use, by their ``/proc/cpuinfo`` names (``avx2``,
+        ``fma``, ``avx512f``, ...): what a CPU must have to run the library. Empty when the
+        compiler could not be asked, or on non-x86 machines.
+    vector_bytes : int
+        Bytes of one vector register (64 with AVX-512F, 32 with AVX/AVX2, else 16).
+    native : bool
+        Whether the flags are ``-march=native`` (this machine's CPU).
+    """
+
+    flags: tuple[str, ...]
+    features: frozenset[str]
+    vector_bytes: int
+    native: bool
+
+    @property
+    def vector_registers(self) -> int:
+        """Architectural vector registers: 32 with AVX-512 (and on AArch64), 16 on other x86."""
+        if self.vector_bytes >= 64 or not _host_is_x86():
+            return 32
+        return 16
+
+
+def _host_is_x86() -> bool:
+    return (platform.machine().lower() or "x86_64") in _X86_MACHINES
+
+
+@functools.cache
+def _probe_macros(cc: str, flags: tuple[str, ...]) -> frozenset[str] | None:
+    """Macros ``cc <flags>`` predefines (with value 1), or None when it rejects the flags."""
+    try:
+        proc = subprocess.run([*shlex.split(cc), *flags, "-dM", "-E", "-x", "c", "/dev/null"],
+                              capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError, ValueError):  # ValueError: CC does not parse
+        return None
+    if proc.returncode != 0 or proc.stderr.strip():  # gcc warns on an -march it half-knows
+        return None
+    return frozenset(re.findall(r"#define (\w+) 1\b", proc.stdout))
+
+
+def _isa_of(flags: tuple[str, ...], macros: frozenset[str], native: bool) -> TargetISA:
+    features = frozenset(f for m, f in X86_MACRO_FEATURES.items() if m in macros)
+    if "__AVX512F__" in macros:
+        vector_bytes = 64
+    elif "__AVX__" in macros:
+        vector_bytes = 32
+    else:
+        vector_bytes = 16
+    return TargetISA(flags, features, vector_bytes, native)
+
+
+def _warn_once(message: str) -> None:
+    _warn_once_cached(message)
+
+
+@functools.cache
+def _warn_once_cached(message: str) -> None:
+    warnings.warn(message, stacklevel=4)
+
+
+def _mattr_flags(mattr: tuple[str, ...]) -> tuple[str, ...]:
+    flags = []
+    for item in mattr:
+        item = item.strip()
+        on = not item.startswith("-")
+        name = item.lstrip("+-").lower()
+        if not name:
+            continue
+        if name == "prefer-256-bit":
+            flags.append("-mprefer-vector-width=256" if on else "-mprefer-vector-width=512")
+            continue
+        gcc_name = _MATTR_GCC.get(name, name)
+        if gcc_name is None:  # always present on x86-64
+            continue
+        flags.append(f"-m{gcc_name}" if on else f"-mno-{gcc_name}")
+    return tuple(flags)
+
+
+def _foreign_arch(target: Target) -> str | None:
+    """The architecture a target names when it is not this machine's (None when it is)."""
+    host_x86 = _host_is_x86()
+    triple = str(target.attrs.get("mtriple", ""))
+    if triple:
+        arch = triple.split("-")[0].lower()
+        arch_x86 = arch in _X86_MACHINES
+        if arch and arch_x86 != host_x86:
+            return arch
+    cpu = str(target.attrs.get("mcpu") or target.attrs.get("march") or "").lower()
+    if cpu and cpu != "native":
+        if host_x86 and _ARM_CPU.match(cpu):
+            return "arm"
+        if not host_x86 and cpu in _CPU_VECTOR_BYTES:
+            return "x86_64"
+    if host_x86 and any(f.lstrip("+-").lower() in ("neon", "sve", "sve2") for f in target.mattr):
+        return "arm"
+    return None
+
+
+def _resolve_isa(target: Target, cc: str) -> TargetISA:
+    where = f"target {target}"
+    native_macros = _probe_macros(cc, ("-march=native",))
+    native = _isa_of(("-march=native",), native_macros or frozenset(), True)
+    if native_macros is None:  # no working compiler: this machine, by the vector-class table
+        native = TargetISA(("-march=native",), frozenset(), _fallback_vector_bytes(target), True)
+        return native
+    foreign = _foreign_arch(target)
+    if foreign is not None:
+        _warn_once(f"{where} is for {foreign}, but Kiln compiles C for this "
+                   f"{platform.machine()} machine: the library is built with -march=native")
+        return TargetISA(native.flags, native.features, _fallback_vector_bytes(target), True)
+    cpu = str(target.attrs.get("mcpu") or target.attrs.get("march") or "").strip().lower()
+    extra = _mattr_flags(target.mattr) if _host_is_x86() else ()
+    generic = bool(extra) and not cpu  # LLVM: -mattr alone modifies the generic CPU
+    if target.mattr and not _host_is_x86():
+        _warn_once(f"{where}: -mattr is only translated to compiler flags on x86; ignored")
+    width = target.attrs.get("vector-width")
+    if width in (128, 256, 512) and _host_is_x86():
+        extra += (f"-mprefer-vector-width={int(width)}",)
+    if not cpu or cpu == "native":
+        base: list[tuple[str, ...]] = [("-march=x86-64",) if generic else ("-march=native",)]
+    else:
+        opt = "-march" if _host_is_x86() else "-mcpu"
+        base = [(f"{opt}={cpu}",)]
+        if cpu in _CPU_FALLBACK:
+            known, adds = _CPU_FALLBACK[cpu]
+            base.append((f"{opt}={known}", *(f"-m{a}" for a in adds)))
+        level = _CPU_VECTOR_BYTES.get(cpu)
+        if level is not None and _host_is_x86():
+            base.extend(_LEVEL_FALLBACK[level])
+    for arch_flags in base:
+        flags = (*arch_flags, *extra)
+        macros = _probe_macros(cc, flags)
+        if macros is not None:
+            if arch_flags != base[0]:
+                _warn_once(f"{where}: the C compiler ({cc}) does not know {base[0][0]}; "
+                           f"compiling with {' '.join(arch_flags)} instead")
+            isa = _isa_of(flags, macros, arch_flags == ("-march=native",))
+            if "avx2" in isa.features and "fma" not in isa.features:
+                _warn_once(f"{where} enables AVX2 without FMA: kernels will not use fused "
+                           "multiply-add (add +fma to -mattr, or name a CPU with -mcpu)")
+            return isa
+    if cpu and cpu != "native" and cpu not in _CPU_VECTOR_BYTES:  # a CPU nobody here knows
+        macros = _probe_macros(cc, ("-march=native", *extra))
+        if macros is not None:
+            _warn_once(f"{where}: the C compiler ({cc}) does not know -mcpu={cpu}; compiling "
+                       "for this machine (-march=native)")
+            return _isa_of(("-march=native", *extra), macros, True)
+    proc_err = _compiler_complaint(cc, (*base[0], *extra))
+    raise TargetError(f"{where}: the C compiler ({cc}) rejects the flags "
+                      f"{' '.join((*base[0], *extra))}: {proc_err}")
+
+
+def _compiler_complaint(cc: str, flags: tuple[str, ...]) -> str:
+    try:
+        proc = subprocess.run([*shlex.split(cc), *flags, "-dM", "-E", "-x", "c", "/dev/null"],
+                              capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError, ValueError) as e:
+        return str(e)
+    lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+    return lines[0] if lines else f"exit code {proc.returncode}"
+
+
+def _fallback_vector_bytes(target: Target) -> int:
+    """Vector bytes from the CPU-name and -mattr tables alone (no compiler)."""
+    for key in ("mcpu", "march"):
+        cpu = str(target.attrs.get(key, ""))
+        if cpu and cpu != "native":
+            known = _cpu_vector_bytes(cpu)
+            if known is not None:
+                return known
+    features = {f.lstrip("+").lower() for f in target.mattr if not f.startswith("-")}
+    for feature, size in _FEATURE_VECTOR_BYTES:
+        if feature in features:
+            return size
+    return native_vector_bytes()
+
+
+@functools.cache
+def _cached_isa(text: str, cc: str) -> TargetISA:
+    return _resolve_isa(Target(text), cc)
+
+
+def native_isa() -> TargetISA:
+    """The instruction set of ``-march=native`` on this machine (what ``"c"`` compiles for)."""
+    return _cached_isa("c", settings.cc)
 
 
 def _parse_value(kind: TargetKind, key: str, text: str) -> Any:
@@ -293,7 +545,8 @@ class Target:
         The register size comes from, in order: the ``-vector-width`` option (bits, as TVM's LLVM
         target), a recognised ``-mcpu`` / ``-march`` (``skylake-avx512``: 512 bits, ``znver3``:
         256, ``x86-64``: 128, Arm cores: 128), the vector features of ``-mattr``
-        (``+avx512f``, ``+avx2``, ...), and otherwise this machine's ``-march=native`` (probed once).
+        (``+avx512f``, ``+avx2``, ``-avx512f``, ...), and otherwise this machine's ``-march=native``, as
+        the C compiler resolves them (:meth:`isa`).
 
         Parameters
         ----------
@@ -319,17 +572,40 @@ class Target:
         return max(1, self._vector_bytes() // itemsize)
 
     def _vector_bytes(self) -> int:
-        for key in ("mcpu", "march"):
-            cpu = str(self.attrs.get(key, ""))
-            if cpu and cpu != "native":
-                known = _cpu_vector_bytes(cpu)
-                if known is not None:
-                    return known
-        features = {f.lstrip("+").lower() for f in self.mattr if not f.startswith("-")}
-        for feature, size in _FEATURE_VECTOR_BYTES:
-            if feature in features:
-                return size
-        return native_vector_bytes()
+        return self.isa().vector_bytes
+
+    def isa(self) -> TargetISA:
+        """The instruction set this target compiles for (flags, required CPU features, width).
+
+        ``-mcpu`` / ``-march`` name the CPU (``-march=<cpu>`` for the C compiler; a CPU the
+        compiler does not know yet is approximated by the closest one it knows plus the newer
+        extensions, with a warning), ``-mattr`` adds or removes extensions (``+avx2`` ->
+        ``-mavx2``, ``-avx512f`` -> ``-mno-avx512f``; alone, as in LLVM, it modifies the generic
+        x86-64 CPU), and a target naming neither (``"c"``, ``"llvm"``, ``-mcpu=native``)
+        compiles for this machine (``-march=native``). The compiler is asked once per flag set
+        which extensions the flags enable; the vector width and the features a CPU needs to run
+        the library follow from its answer.
+
+        Returns
+        -------
+        TargetISA
+            Flags, features (``/proc/cpuinfo`` names), vector bytes and registers.
+
+        Raises
+        ------
+        TargetError
+            The compiler rejects an ``-mattr`` extension.
+
+        Examples
+        --------
+        >>> Target("llvm -mcpu=znver3").isa().flags
+        ('-march=znver3',)
+        >>> Target("llvm -mattr=+avx2,+fma,-avx512f").isa().vector_bytes
+        32
+        """
+        if not self.is_native:
+            return native_isa()
+        return _cached_isa(str(self), settings.cc)
 
     @property
     def num_cores(self) -> int:

@@ -337,6 +337,14 @@ def _vector_bytes(task: Any) -> int:
         return native_vector_bytes()
 
 
+def _isa_flags(task: Any) -> list[str]:
+    """Instruction-set compiler flags of the task's target (none: this machine's)."""
+    try:
+        return list(task.target.isa().flags)
+    except Exception:  # a target without an instruction set: this machine's
+        return []
+
+
 def _input_steps(inp: MeasureInput) -> list[Any]:
     from kiln.auto_scheduler.measure_record import input_steps
 
@@ -372,7 +380,7 @@ def _build_job(payload: dict[str, Any]) -> tuple[str, int, str, float]:
         src.write_text(standalone.kernel_source(func, payload["vector_bytes"]))
         output = str(Path(folder) / f"{KERNEL_NAME}.so")
         if payload["build_func"] is None:
-            standalone.compile_kernel([src], output)
+            standalone.compile_kernel([src], output, payload.get("isa_flags"))
         else:
             from kiln.auto_scheduler._worker import resolve
 
@@ -419,7 +427,7 @@ def local_builder_build(inputs: Sequence[MeasureInput], timeout: float,
             payload = {"tensors": _task_tensors(inp),
                        "steps": [s.to_record() for s in _input_steps(inp)],
                        "config": config, "vector_bytes": _vector_bytes(inp.task),
-                       "build_func": ref, "folder": ""}
+                       "isa_flags": _isa_flags(inp.task), "build_func": ref, "folder": ""}
         except Exception:  # no DAG for the workload, or steps that cannot be written
             results[i] = BuildResult("", [], MeasureErrorNo.INSTANTIATION_ERROR,
                                      traceback.format_exc(), 0.0)

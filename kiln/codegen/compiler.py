@@ -1,7 +1,9 @@
 """The C compiler driver: shared libraries from C sources, and a content-addressed compile cache.
 
 Every command runs the compiler named by ``settings.cc`` (``CC``, default ``cc``) with
-``-O3 -march=native -fPIC -std=c99 -pthread -fopenmp-simd``. Generated kernels run their parallel
+``-O3 -fPIC -std=c99 -pthread -fopenmp-simd`` and the target's instruction-set flags
+(:meth:`kiln.target.Target.isa`: ``-march=znver3``, ``-march=x86-64 -mavx2 -mfma``, ...);
+flags that choose no ``-march`` get ``-march=native``. Generated kernels run their parallel
 loops on their own thread pool (pthreads, see :mod:`kiln.codegen.c_runtime`), so libraries do
 not link an OpenMP runtime; ``-fopenmp-simd`` only lets the compiler honour ``#pragma omp simd``
 and is dropped, once and for the rest of the process (and remembered in the cache directory),
@@ -9,7 +11,9 @@ when the compiler does not accept it. Failures raise :class:`~kiln.errors.Compil
 the whole command line and the compiler's stderr.
 
 :func:`compile_cached` keys each library by a SHA-256 of the source, the flags, the compiler
-command and its version. Each entry is three files side by side in ``settings.cache_dir/compile``:
+command and its version, and, for ``-march=native``, the CPU features it means on this machine
+(a cache shared by machines with different CPUs never hands one of them the other's code).
+Each entry is three files side by side in ``settings.cache_dir/compile``:
 ``<name>-<key>.c`` (for reading), ``<name>-<key>.o`` (for linking into exported libraries) and
 ``<name>-<key>.so``. Files appear atomically (written under a temporary name, then
 ``os.replace``), so processes building the same source at once are safe: the last rename wins
@@ -40,6 +44,7 @@ from kiln.errors import CompileError, CompilerNotFoundError
 __all__ = [
     "BASE_FLAGS",
     "BLOB_SYMBOL",
+    "NATIVE_FLAG",
     "CacheInfo",
     "blob_c_source",
     "cache_info",
@@ -52,7 +57,8 @@ __all__ = [
     "simd_pragmas_supported",
 ]
 
-BASE_FLAGS: tuple[str, ...] = ("-O3", "-march=native", "-fPIC", "-std=c99", "-pthread")
+BASE_FLAGS: tuple[str, ...] = ("-O3", "-fPIC", "-std=c99", "-pthread")
+NATIVE_FLAG = "-march=native"
 SIMD_FLAG = "-fopenmp-simd"
 LINK_LIBS: tuple[str, ...] = ("-lm",)
 BLOB_SYMBOL = "__tvm_dev_mblob"
@@ -126,7 +132,7 @@ def simd_pragmas_supported() -> bool:
     with tempfile.TemporaryDirectory(prefix="kiln-simd-") as tmp:
         src = Path(tmp) / "probe.c"
         src.write_text(probe)
-        cmd = [*_cc(), *BASE_FLAGS, SIMD_FLAG, "-c", str(src), "-o", str(Path(tmp) / "p.o")]
+        cmd = [*_cc(), *BASE_FLAGS, NATIVE_FLAG, SIMD_FLAG, "-c", str(src), "-o", str(Path(tmp) / "p.o")]
         try:
             _run(cmd, "probing -fopenmp-simd")
             ok = True
@@ -139,11 +145,25 @@ def simd_pragmas_supported() -> bool:
 
 
 def compiler_flags(extra_flags: Sequence[str] = ()) -> list[str]:
-    """Compile flags: the base set, ``-fopenmp-simd`` when it works, then ``extra_flags``."""
+    """Compile flags: the base set, ``-march=native`` unless ``extra_flags`` choose the CPU
+    (``-march=...``, or ``-mcpu=...`` where the compiler takes that), ``-fopenmp-simd`` when it
+    works, then ``extra_flags``."""
     flags = list(BASE_FLAGS)
+    if not any(f.startswith(("-march=", "-mcpu=")) for f in extra_flags):
+        flags.append(NATIVE_FLAG)
     if simd_pragmas_supported():
         flags.append(SIMD_FLAG)
     return flags + list(extra_flags)
+
+
+def _native_signature(flags: Sequence[str]) -> str:
+    """For ``-march=native`` flags, what native means here (its CPU features); else ``""``."""
+    if NATIVE_FLAG not in flags:
+        return ""
+    from kiln.target import native_isa
+
+    isa = native_isa()
+    return f"native:{isa.vector_bytes}:{','.join(sorted(isa.features))}"
 
 
 def _link_flags() -> list[str]:
@@ -335,7 +355,9 @@ def compile_cached(
     --------
     >>> so = compile_cached("int one(void) { return 1; }", "one")  # doctest: +SKIP
     """
-    key_text = "\0".join([source_text, *compiler_flags(flags), settings.cc, compiler_version()])
+    all_flags = compiler_flags(flags)
+    key_text = "\0".join([source_text, *all_flags, settings.cc, compiler_version(),
+                          _native_signature(all_flags)])
     key = hashlib.sha256(key_text.encode()).hexdigest()[:24]
     stem = re.sub(r"[^A-Za-z0-9_]", "_", name_hint)[:48] or "kernels"
     base = _cache_dir() / f"{stem}-{key}"
@@ -351,7 +373,7 @@ def compile_cached(
     with tempfile.TemporaryDirectory(prefix="kiln-cc-", dir=so.parent) as tmp_dir:
         tmp = Path(tmp_dir)
         tmp_obj, tmp_so = tmp / obj.name, tmp / so.name
-        _compile_object(src, tmp_obj, compiler_flags(flags))
+        _compile_object(src, tmp_obj, all_flags)
         _run([*_cc(), *_link_flags(), str(tmp_obj), "-o", str(tmp_so), *LINK_LIBS],
              f"linking {so.name}")
         os.replace(tmp_obj, obj)

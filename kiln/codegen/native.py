@@ -36,7 +36,7 @@ from kiln.errors import CompileError
 from kiln.ir.expr import Call, Constant, Function, Op, Tuple, TupleGetItem, Var
 from kiln.ir.types import TensorType, TupleType, Type
 from kiln.ir.visitor import post_order
-from kiln.target import native_vector_bytes
+from kiln.target import Target, native_vector_bytes
 from kiln.te import expr as E
 from kiln.te.dag import ComputeDAG
 from kiln.te.default_schedule import default_schedule
@@ -53,6 +53,7 @@ __all__ = [
     "float16_supported",
     "function_to_dag",
     "generate_module_sources",
+    "target_compile_flags",
 ]
 
 # Extra compile flags for generated kernels: fused multiply-add contraction (faster, and at
@@ -64,9 +65,25 @@ KERNELS_PER_CHUNK = 48
 ScheduleLookup = Callable[[ComputeDAG, str], Any]
 
 
-def detect_vector_bytes() -> int:
-    """Vector register bytes of ``-march=native`` (64 with AVX-512F, 32 with AVX, else 16)."""
-    return native_vector_bytes()
+def detect_vector_bytes(target: Any = None) -> int:
+    """Vector register bytes of ``target`` (default: ``-march=native``, this machine): 64 with
+    AVX-512F, 32 with AVX, else 16; ``-vector-width`` of the target wins."""
+    if target is None:
+        return native_vector_bytes()
+    return Target(target).vector_width("int8")
+
+
+def target_compile_flags(target: Any = None) -> tuple[str, ...]:
+    """Compile flags of generated kernels for ``target`` (default: this machine):
+    :data:`COMPILE_FLAGS` then the target's instruction-set flags (:meth:`Target.isa`)."""
+    tgt = _resolve_target(target)
+    return (*COMPILE_FLAGS, *tgt.isa().flags)
+
+
+def _resolve_target(target: Any) -> Target:
+    if target is not None:
+        return Target(target)
+    return Target.current() or Target("c")
 
 
 @functools.cache
@@ -291,7 +308,10 @@ def build_native(functions: Mapping[str, Function], target: Any = None, *,
     functions : mapping of str to Function
         Kernel name (the graph JSON ``func_name``) to fused primitive function.
     target : Target or str, optional
-        The C target (``"c"``, ``"llvm ..."``); code is generated for the host's ``-march=native``.
+        The C target (``"c"``, ``"llvm ..."``; default: the current target, else ``"c"``). Its
+        instruction set (:meth:`~kiln.target.Target.isa`: ``-mcpu``, ``-mattr``, else this
+        machine) sets the vector width the schedules use, the compiler flags, and the CPU
+        features the library records as required.
     schedule_lookup : callable, optional
         ``schedule_lookup(dag, func_name) -> State | list[Step] | None``: a tuned schedule for a
         function's DAG, or None to use the default schedule.
@@ -304,7 +324,10 @@ def build_native(functions: Mapping[str, Function], target: Any = None, *,
     from kiln.codegen.compiler import compile_cached, compile_shared
     from kiln.runtime.native import NativeLibrary
 
-    vector_bytes = detect_vector_bytes()
+    tgt = _resolve_target(target)
+    isa = tgt.isa()
+    vector_bytes = tgt.vector_width("int8")
+    flags = (*COMPILE_FLAGS, *isa.flags)
     threads = max(1, settings.num_threads)
     prims: list[PrimFunc] = []
     with progress.stage("lowering", total=len(functions), unit="distinct kernels") as st:
@@ -317,16 +340,17 @@ def build_native(functions: Mapping[str, Function], target: Any = None, *,
     hint = "kernels" if len(prims) != 1 else prims[0].name
     if len(sources) == 1:
         with progress.stage("compiling C", total=len(prims), unit="distinct kernels") as st:
-            so = compile_cached(sources[0], hint, flags=COMPILE_FLAGS)
+            so = compile_cached(sources[0], hint, flags=flags)
             st.advance(len(prims))
-        lib = NativeLibrary(so, sources=[so.with_suffix(".c")], signatures=signatures)
+        lib = NativeLibrary(so, sources=[so.with_suffix(".c")], signatures=signatures,
+                            isa_features=isa.features, compile_flags=flags)
         lib.functions = dict(functions)
         return lib
     workers = max(1, min(len(sources), usable_cpus()))
     with progress.stage("compiling C", total=len(prims), unit="distinct kernels") as st, \
             ThreadPoolExecutor(max_workers=workers) as pool:
         def compile_chunk(i: int) -> Path:  # reports its kernels as the chunk finishes
-            so = compile_cached(sources[i], f"{hint}_part", flags=COMPILE_FLAGS)
+            so = compile_cached(sources[i], f"{hint}_part", flags=flags)
             st.advance(len(prims[i * KERNELS_PER_CHUNK:(i + 1) * KERNELS_PER_CHUNK]))
             return so
 
@@ -334,7 +358,8 @@ def build_native(functions: Mapping[str, Function], target: Any = None, *,
     key = hashlib.sha256("\0".join(str(p) for p in parts).encode()).hexdigest()[:24]
     out = Path(settings.cache_dir) / "compile" / f"{hint}-{key}.so"
     if not out.is_file():
-        compile_shared([p.with_suffix(".o") for p in parts], out, extra_flags=COMPILE_FLAGS)
-    lib = NativeLibrary(out, sources=[p.with_suffix(".c") for p in parts], signatures=signatures)
+        compile_shared([p.with_suffix(".o") for p in parts], out, extra_flags=flags)
+    lib = NativeLibrary(out, sources=[p.with_suffix(".c") for p in parts], signatures=signatures,
+                        isa_features=isa.features, compile_flags=flags)
     lib.functions = dict(functions)  # provenance for the debugger (kiln.debug.compare)
     return lib

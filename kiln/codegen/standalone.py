@@ -81,7 +81,8 @@ def compile_kernel(sources: Sequence[str | Path], output: str | Path,
     output : path
         The library to write.
     options : sequence of str, optional
-        Extra compiler flags.
+        Extra compiler flags; instruction-set flags of a target
+        (:func:`kiln.codegen.native.target_compile_flags`) replace ``-march=native``.
 
     Returns
     -------
@@ -101,7 +102,7 @@ def compile_kernel(sources: Sequence[str | Path], output: str | Path,
         raise CompileError("no C compiler configured (settings.cc / CC is empty)")
     runtime = runtime_library()
     output = Path(output)
-    cmd = [*cc, *compiler_flags(COMPILE_FLAGS), *(options or ()), "-shared",
+    cmd = [*cc, *compiler_flags((*COMPILE_FLAGS, *(options or ()))), "-shared",
            *map(str, sources), "-o", str(output), str(runtime), *LINK_LIBS]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)

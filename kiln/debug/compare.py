@@ -653,7 +653,8 @@ def _match_one(built: np.ndarray, prod: _Producer, last: dict[str, int], ref: Re
                 arrays = [(g.labels[prod.index], g.arrays[prod.index]) for g in same_arity
                           if g.arrays[prod.index].dtype == built.dtype]
         for fits in (lambda v, a: v.shape == a.shape,
-                     lambda v, a: v.size == a.size and not prod.layout):
+                     lambda v, a: v.size == a.size and (not prod.layout or [
+                         d for d in v.shape if d != 1] == [d for d in a.shape if d != 1])):
             found = [(label, array, view, converted) for view, converted in options
                      for label, array in arrays if fits(view, array)]
             if not found:

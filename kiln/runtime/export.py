@@ -8,7 +8,9 @@
                               (u64 count + u64-length strings), the tensors (params records),
                               the module name (u64-length string)        -- as TVM writes it
       "kiln_metadata":        one u64-length JSON string: target, opt_level, kiln version,
-                              inputs and outputs (name, shape, dtype), creation time
+                              inputs and outputs (name, shape, dtype), creation time, and
+                              isa_features: the CPU features (/proc/cpuinfo names) the
+                              compiled code needs; load_module refuses it on a CPU without them
 
 **Numpy container** (``export_library`` of a ``numpy``-target build)::
 

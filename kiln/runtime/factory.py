@@ -132,7 +132,13 @@ class GraphExecutorFactoryModule(Module):
     # --- export --------------------------------------------------------------------------------
     def module_blob(self) -> bytes:
         """The ``__tvm_dev_mblob`` contents for this build (graph, params, metadata)."""
-        metadata = default_metadata(self.graph, self.params, self.metadata)
+        from kiln.runtime.native import library_features
+
+        given = dict(self.metadata)
+        features = library_features(self.lib)  # the CPU features the kernels need (isa)
+        if features:
+            given["isa_features"] = features
+        metadata = default_metadata(self.graph, self.params, given)
         return encode_module_blob(ModuleBlob(self.graph_json, self.params, self.libmod_name,
                                              metadata))
 
@@ -164,7 +170,7 @@ class GraphExecutorFactoryModule(Module):
             from kiln.codegen.compiler import compile_shared
 
             inputs = [p for lib in (self.lib, *extra) for p in lib.link_inputs()]
-            compile_shared(inputs, path, blob=blob)
+            compile_shared(inputs, path, blob=blob, extra_flags=self.lib.compile_flags)
         elif extra:
             raise KilnError("this build runs external-compiler regions as compiled code next to "
                             f"Module[{self.lib.type_key}] kernels; only a build for the c target "

@@ -243,6 +243,9 @@ def load_module(path: str | Path, fmt: str = "") -> Module:
     ------
     RuntimeFormatError
         The file is missing, truncated, corrupt or not a Kiln artifact; the message says which.
+    CPUFeatureError
+        The library was compiled for CPU features this CPU lacks (its metadata's
+        ``isa_features``); the message names them.
     """
     from kiln.runtime.export import CONTAINER_MAGIC, decode_module_blob, read_container
     from kiln.runtime.factory import GraphExecutorFactoryModule
@@ -256,11 +259,11 @@ def load_module(path: str | Path, fmt: str = "") -> Module:
     with path.open("rb") as f:
         head = f.read(16)
     if head.startswith(b"\x7fELF"):
-        lib = NativeLibrary(path)
-        payload = lib.module_blob()
-        if payload is None:
+        lib = NativeLibrary(path)  # reads the CPU features its metadata records; runs nothing
+        lib.check_cpu()
+        blob = lib.decoded_blob()
+        if blob is None:
             return lib
-        blob = decode_module_blob(payload, f"module blob in {path}")
         lib.signatures.update(parse_graph_json(blob.graph_json).kernel_signatures())
         return GraphExecutorFactoryModule(blob.graph_json, lib, blob.params, blob.module_name,
                                           blob.metadata)

@@ -10,27 +10,37 @@ __tvm_dev_mblob[]`` (u64 little-endian payload size, then the payload; see
 :mod:`kiln.runtime.export`).
 
 :class:`RunPlan` uses ``kiln_run_plan`` to run a whole graph's kernels with one call from Python.
+
+A library records the CPU features its code may use (``isa_features``: from the build's
+compiler flags, or from the ``isa_features`` key of an exported library's metadata). Before any
+of its code runs, they are compared with the running CPU's (:func:`cpu_features`, from
+``/proc/cpuinfo``; on other platforms the check is skipped): a library needing features the CPU
+lacks runs nothing and raises :class:`~kiln.errors.CPUFeatureError` naming them, instead of
+dying with SIGILL in the first kernel.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import platform
 import shutil
 import struct
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from kiln.config import settings
-from kiln.errors import RuntimeFormatError
-from kiln.runtime.module import Kernel, KernelError, KernelLibrary, Signature, check_args
+from kiln.errors import CPUFeatureError, RuntimeFormatError
+from kiln.runtime.module import Kernel, KernelError, KernelLibrary, Module, Signature, check_args
 
-__all__ = ["NativeKernel", "NativeLibrary", "PlanEntry", "RunPlan", "check_elf"]
+__all__ = ["NativeKernel", "NativeLibrary", "PlanEntry", "RunPlan", "check_elf", "cpu_features",
+           "library_features", "missing_cpu_features"]
 
 BLOB_SYMBOL = "__tvm_dev_mblob"
 THREADS_SYMBOL = "kiln_set_num_threads"
@@ -87,6 +97,59 @@ def check_elf(path: Path) -> None:
         if p_type == 1 and p_offset + p_filesz > data_size:  # PT_LOAD
             raise RuntimeFormatError(f"{where}: truncated: segment {i} ends at byte "
                                      f"{p_offset + p_filesz} but the file has {data_size} bytes")
+
+
+CPUINFO = Path("/proc/cpuinfo")
+
+
+@functools.cache
+def _read_cpuinfo_flags(path: Path) -> frozenset[str] | None:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip().lower() in ("flags", "features"):
+            return frozenset(value.split())
+    return None
+
+
+def cpu_features() -> frozenset[str] | None:
+    """The running CPU's features by their ``/proc/cpuinfo`` names (``avx2``, ``avx512f``, ...).
+
+    Returns
+    -------
+    frozenset of str or None
+        The ``flags`` (x86) or ``Features`` (Arm) of the first CPU; None where the platform does
+        not say (no ``/proc/cpuinfo``): then no library is refused.
+    """
+    return _read_cpuinfo_flags(CPUINFO)
+
+
+def missing_cpu_features(required: Iterable[str]) -> list[str]:
+    """The features of ``required`` this CPU lacks (none when :func:`cpu_features` is unknown),
+    widest vector extensions first (``avx512f`` before ``avx512bw``)."""
+    have = cpu_features()
+    if have is None:
+        return []
+    from kiln.target import X86_MACRO_FEATURES
+
+    order = {f: i for i, f in enumerate(X86_MACRO_FEATURES.values())}
+    order["avx512f"] = -1
+    return sorted((f for f in set(required) if f not in have),
+                  key=lambda f: (order.get(f, -1), f))
+
+
+def library_features(lib: Module) -> list[str] | None:
+    """CPU features the compiled code of ``lib`` and the native libraries it imports needs
+    (sorted), or None when none of them is a :class:`NativeLibrary`."""
+    found: set[str] | None = None
+    for mod in (lib, *lib._walk_imports()):
+        native = mod if isinstance(mod, NativeLibrary) else getattr(mod, "native", None)
+        if isinstance(native, NativeLibrary):
+            found = (found or set()) | set(native.isa_features)
+    return None if found is None else sorted(found)
 
 
 def _dlopen(path: Path) -> ctypes.CDLL:
@@ -173,32 +236,91 @@ class NativeLibrary(KernelLibrary):
     signatures : mapping of str to signature, optional
         Per kernel, the (shape, dtype) of its arguments; kernels with a signature refuse other
         arrays (``load_module`` takes them from the embedded graph).
+    isa_features : iterable of str, optional
+        CPU features its code may use (``/proc/cpuinfo`` names; the build knows them from the
+        target). Default: the ``isa_features`` recorded in its embedded metadata, else none.
+    compile_flags : sequence of str
+        The flags its sources were compiled with (to compile them again the same way).
+
+    Attributes
+    ----------
+    missing_features : list of str
+        Features of ``isa_features`` this CPU lacks; when any, nothing in the library is run
+        (:meth:`kernel` and :meth:`set_num_threads` raise :class:`~kiln.errors.CPUFeatureError`)
+        but it can still be exported.
     """
 
     type_key = "library"
 
     def __init__(self, path: str | Path, sources: Sequence[str | Path] = (),
-                 signatures: Mapping[str, Signature] | None = None):
+                 signatures: Mapping[str, Signature] | None = None,
+                 isa_features: Iterable[str] | None = None, compile_flags: Sequence[str] = ()):
         super().__init__()
         self.path = Path(path).resolve()
         self.sources = tuple(Path(s) for s in sources)
         self.signatures: dict[str, Signature] = dict(signatures or {})
+        self.compile_flags = tuple(compile_flags)
         # the fused functions by kernel name when built in this process (build_native sets
         # them; a loaded artifact has none): the debugger reads provenance from them
         self.functions: dict[str, object] | None = None
         check_elf(self.path)
-        self._lib = _dlopen(self.path)
+        self._lib = _dlopen(self.path)  # no code of the library runs before the check below
         self._kernels: dict[str, NativeKernel] = {}
+        self._blob: Any = None
+        self.built_for: str | None = None
+        if isa_features is None:
+            isa_features = self._recorded_features()
+        self.isa_features = frozenset(isa_features)
+        self.missing_features = missing_cpu_features(self.isa_features)
+        if self.missing_features and self.sources:  # built here for another CPU: export only
+            warnings.warn(f"{CPUFeatureError(self.path.name, self.missing_features)} (it can be "
+                          "exported, but not run here)", stacklevel=2)
         self.num_threads: int | None = None  # None: the library runs single-threaded
-        if self.has_symbol(THREADS_SYMBOL):
+        if self.has_symbol(THREADS_SYMBOL) and not self.missing_features:
             self.set_num_threads(settings.num_threads)
         self.run_plan: ctypes._CFuncPtr | None = None  # kiln_run_plan, when exported
-        if self.has_symbol(RUN_PLAN_SYMBOL):
+        if self.has_symbol(RUN_PLAN_SYMBOL) and not self.missing_features:
             runner = getattr(self._lib, RUN_PLAN_SYMBOL)
             runner.argtypes = [ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p),
                                ctypes.POINTER(_ARGV)]
             runner.restype = ctypes.c_int32
             self.run_plan = runner
+
+    def _recorded_features(self) -> list[str]:
+        """``isa_features`` of the embedded metadata (none when there is no readable blob)."""
+        try:
+            blob = self.decoded_blob()
+        except RuntimeFormatError:  # reported by load_module, which decodes it again
+            return []
+        if blob is None:
+            return []
+        target = blob.metadata.get("target")
+        self.built_for = str(target) if target else None
+        return [str(f) for f in blob.metadata.get("isa_features") or ()]
+
+    def decoded_blob(self) -> Any:
+        """The embedded module blob, decoded (a :class:`~kiln.runtime.export.ModuleBlob`), or None
+        when the library has none; decoded once.
+
+        Raises
+        ------
+        RuntimeFormatError
+            The blob is corrupt.
+        """
+        if self._blob is None:
+            payload = self.module_blob()
+            if payload is None:
+                return None
+            from kiln.runtime.export import decode_module_blob
+
+            self._blob = decode_module_blob(payload, f"module blob in {self.path}")
+        return self._blob
+
+    def check_cpu(self) -> None:
+        """Raise :class:`~kiln.errors.CPUFeatureError` when this CPU lacks features the library
+        needs (naming them)."""
+        if self.missing_features:
+            raise CPUFeatureError(self.path.name, self.missing_features, self.built_for)
 
     def has_symbol(self, name: str) -> bool:
         """Whether the library exports ``name``."""
@@ -212,6 +334,7 @@ class NativeLibrary(KernelLibrary):
         """The kernel exported as ``name`` (checked against its signature when one is known)."""
         if name in self._kernels:
             return self._kernels[name]
+        self.check_cpu()
         if name in (BLOB_SYMBOL, THREADS_SYMBOL, RUN_PLAN_SYMBOL) or not self.has_symbol(name):
             return None
         cfunc = getattr(self._lib, name)
@@ -226,6 +349,7 @@ class NativeLibrary(KernelLibrary):
         if not self.has_symbol(THREADS_SYMBOL):
             raise KernelError(f"{self.path.name} has no {THREADS_SYMBOL}; its kernels do not use "
                               "threads")
+        self.check_cpu()
         fn = getattr(self._lib, THREADS_SYMBOL)
         fn.argtypes = [ctypes.c_int32]
         fn.restype = None
@@ -282,7 +406,7 @@ class NativeLibrary(KernelLibrary):
             return
         from kiln.codegen.compiler import compile_shared
 
-        compile_shared(self.link_inputs(), path)
+        compile_shared(self.link_inputs(), path, extra_flags=self.compile_flags)
 
     def __repr__(self) -> str:
         return f"NativeLibrary({self.path})"

@@ -32,6 +32,7 @@ The rules (one line each in :func:`propagation_rules`):
 - ``nn.pad`` without channel padding pads the blocked tensor (no padding of the inner axis);
 - ``concatenate`` keeps a block that divides every input's channels (converting the inputs not
   yet in it);
+- ``nn.depth_to_space`` in ``DCR`` mode keeps a block that divides the result's channels;
 - ``sum``/``mean``/``max``/``min``/``prod`` over spatial or batch axes keep the block
   (``keepdims``), or reshape the blocked result when both spatial axes are dropped.
 
@@ -358,6 +359,22 @@ def _reduce(prop: LayoutPropagator, call: Call) -> Value | None:
     return Value(K.reshape(reduced, out.shape))
 
 
+def _depth_to_space(prop: LayoutPropagator, call: Call) -> Value | None:
+    """``depth_to_space(x{b}, s, DCR) -> reshape(transpose(reshape(x{b}))){b}`` when ``b``
+    divides the result's channels (channel ``(ry * s + rx) * C + c`` keeps its inner index)."""
+    value = prop.value(call.args[0])
+    data, out = prop.tensor(call.args[0]), prop.tensor(call)
+    attrs = call.attrs
+    if (not value.block or data is None or out is None or attrs.layout != "NCHW"
+            or attrs.mode != "DCR" or out.shape[1] % value.block):
+        return None
+    n, _, h, w = data.shape
+    s, b, cb = attrs.block_size, value.block, out.shape[1] // value.block
+    y = K.reshape(value.expr, (n, s, s, cb, h, w, b))
+    y = K.transpose(y, (0, 3, 4, 1, 5, 2, 6))
+    return Value(K.reshape(y, (n, cb, h * s, w * s, b)), b)
+
+
 _POOLS = ("nn.max_pool2d", "nn.avg_pool2d", "nn.global_max_pool2d", "nn.global_avg_pool2d",
           "nn.adaptive_max_pool2d", "nn.adaptive_avg_pool2d")
 _REDUCTIONS = ("sum", "mean", "max", "min", "prod")
@@ -386,6 +403,7 @@ def propagation_rules() -> Mapping[str, LayoutRule]:
         rules[name] = _pool  # pool(x{b}, NCHW) -> pool(x{b}, NCHW{b}c){b}
     rules["nn.pad"] = _pad  # pad(x{b}, no channel padding) -> pad(x{b}){b}
     rules["concatenate"] = _concatenate  # concat((x{b}, y{b})) -> concat(...){b}
+    rules["nn.depth_to_space"] = _depth_to_space  # d2s(x{b}, DCR) -> 7-d shuffle of x{b}{b}
     for name in _REDUCTIONS:
         rules[name] = _reduce  # mean(x{b}, [2, 3], keepdims) -> mean(x{b}, [2, 3]){b}
     return rules

@@ -5,7 +5,9 @@ The fused function is ``[pad_temp ->] conv2d_NCHWc [-> element-wise epilogue ...
 ``NCHW{ic_bn}c``, kernel ``OIHW{ic_bn}i{oc_bn}o`` and output ``NCHW{oc_bn}c``. The schedule:
 
 * the epilogue stages (bias add, activation, residual add, ...) are inlined into the last one,
-  the output stage;
+  the output stage, and so are the stages only the epilogue reads (the scalar constants of
+  hard-swish and GELU are 0-d stages); the epilogue may read the convolution any number of
+  times (``x * sigmoid(x)``): every read is of the same registers;
 * the output's ``(oc_chunk, oh, ow)`` loops are split by a register tile ``(oc_t, oh_t, ow_t)``
   (at most ~28 accumulators with 32 vector registers, ~12 with 16), the outer parts fused and run
   in parallel, the tile loops unrolled and ``oc_block`` vectorized;
@@ -38,6 +40,7 @@ __all__ = [
     "RegisterTile",
     "choose_register_tile",
     "divisors",
+    "inline_epilogue",
     "match_nchwc",
     "register_budget",
     "schedule_conv2d_nchwc",
@@ -51,12 +54,16 @@ class NCHWcPattern:
     """Stage ids of a fused blocked-layout function: ``[pad ->] main [-> epilogue...]``.
 
     ``epilogue`` lists the element-wise stages after ``main`` (the last one is the output; empty
-    when ``main`` is the output).
+    when ``main`` is the output). ``side`` lists the stages that read neither ``main`` nor the
+    padding and that only the epilogue reads: the scalar constants of an activation (the ``3``
+    and ``6`` of hard-swish, ``T_const`` stages), or an element-wise function of the other
+    inputs. They are inlined where the epilogue reads them.
     """
 
     main: int
     pad: int | None
     epilogue: tuple[int, ...]
+    side: tuple[int, ...] = ()
 
     @property
     def output(self) -> int:
@@ -80,6 +87,12 @@ def _identity_reads(op: ComputeOp, producer: Operation) -> bool:
 def match_nchwc(dag: ComputeDAG, tags: Sequence[str], dtype: str = "float32") -> NCHWcPattern | None:
     """Recognise ``[pad_temp ->] <tag> [-> element-wise epilogue]`` with one output.
 
+    The epilogue may read the main stage (and the stages after it) any number of times, as
+    hard-swish ``x * clip(x + 3, 0, 6) / 6`` or SiLU ``x * sigmoid(x)`` do: the schedules
+    compute the main stage once into registers and apply the whole epilogue there. Stages that
+    do not depend on the main stage and only feed the epilogue (scalar constants, element-wise
+    functions of the other inputs) are accepted as ``side`` stages.
+
     Parameters
     ----------
     dag : ComputeDAG
@@ -93,8 +106,9 @@ def match_nchwc(dag: ComputeDAG, tags: Sequence[str], dtype: str = "float32") ->
     -------
     NCHWcPattern or None
         The stage ids, or ``None`` when the DAG has another shape: several reductions or
-        outputs, a producer other than the padding, an epilogue stage that changes the shape or
-        reads the main stage at other indices, or another dtype.
+        outputs, a producer of the main stage other than the padding, an epilogue stage that
+        changes the shape or reads the main stage at other indices, a side stage that reduces,
+        or another dtype.
     """
     ops = dag.ops
     computes = [i for i, op in enumerate(ops) if isinstance(op, ComputeOp)]
@@ -110,15 +124,30 @@ def match_nchwc(dag: ComputeDAG, tags: Sequence[str], dtype: str = "float32") ->
     if any(op.output_dtype(0) != dtype for op in (ops[i] for i in computes)
            if isinstance(op, ComputeOp)):
         return None
-    before = [i for i in computes if i < main]
+    # the stages after the main one in data flow (stages are in topological order)
+    after = {id(main_op)}
+    for i in computes:
+        if i > main and any(id(t.op) in after for t in ops[i].input_tensors()):
+            after.add(id(ops[i]))
+    feeds_main = {id(t.op) for t in main_op.input_tensors()}
     pad: int | None = None
-    if before:
-        pad_op = ops[before[0]]
-        if len(before) > 1 or pad_op.name not in ("pad_temp", "data_pad") or pad_op.is_reduction \
-                or any(_reads(ops[i], pad_op) for i in computes if i != main):
+    side: list[int] = []
+    for i in computes:
+        op = ops[i]
+        if i == main or id(op) in after:
+            continue
+        if id(op) in feeds_main:
+            if pad is not None or op.name not in ("pad_temp", "data_pad") or op.is_reduction \
+                    or any(_reads(ops[j], op) for j in computes if j != main):
+                return None
+            pad = i
+        elif op.is_reduction:
             return None
-        pad = before[0]
-    epilogue = tuple(i for i in computes if i > main)
+        else:
+            side.append(i)
+    if pad is not None and any(_reads(ops[pad], ops[s]) for s in side):
+        return None  # a side stage feeding the padding
+    epilogue = tuple(i for i in computes if i > main and id(ops[i]) in after)
     chain: list[Operation] = [main_op]
     for i in epilogue:
         op = ops[i]
@@ -127,7 +156,22 @@ def match_nchwc(dag: ComputeDAG, tags: Sequence[str], dtype: str = "float32") ->
                 or not all(_identity_reads(op, p) for p in chain):
             return None
         chain.append(op)
-    return NCHWcPattern(main, pad, epilogue)
+    return NCHWcPattern(main, pad, epilogue, tuple(side))
+
+
+def inline_epilogue(state: State, pattern: NCHWcPattern) -> None:
+    """Inline the side stages and every epilogue stage but the output (``CI`` steps; stage ids
+    do not change).
+
+    Parameters
+    ----------
+    state : State
+        The state to extend (before any step that adds stages).
+    pattern : NCHWcPattern
+        The matched function.
+    """
+    for sid in (*pattern.side, *pattern.epilogue[:-1]):
+        state.compute_inline(sid)
 
 
 def divisors(n: int) -> list[int]:
@@ -268,11 +312,6 @@ def schedule_epilogue_tile(state: State, out: int, tile: RegisterTile, work: int
     return 1
 
 
-def _inline_epilogue(state: State, pattern: NCHWcPattern) -> None:
-    for sid in pattern.epilogue[:-1]:
-        state.compute_inline(sid)
-
-
 def _reduce_extent(op: ComputeOp) -> int:
     total = 1
     for iv in op.reduce_axis:
@@ -312,7 +351,7 @@ def schedule_conv2d_nchwc(dag: ComputeDAG, target: TargetInfo) -> State | None:
                                 target.num_threads)
     work = math.prod(conv.shape) * _reduce_extent(conv)
     state = dag.init_state
-    _inline_epilogue(state, pattern)
+    inline_epilogue(state, pattern)
     local = state.cache_write(pattern.main, "local")
     out = pattern.output + 1
     if pattern.epilogue:

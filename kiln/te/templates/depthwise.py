@@ -23,6 +23,7 @@ from kiln.te.templates import TargetInfo, register_template
 from kiln.te.templates.conv2d import (
     NCHWcPattern,
     choose_register_tile,
+    inline_epilogue,
     match_nchwc,
     register_budget,
     schedule_epilogue_tile,
@@ -73,8 +74,7 @@ def schedule_window(dag: ComputeDAG, pattern: NCHWcPattern, target: TargetInfo,
     for d in main.shape:
         work *= d
     state = dag.init_state
-    for sid in pattern.epilogue[:-1]:
-        state.compute_inline(sid)
+    inline_epilogue(state, pattern)
     local = state.cache_write(pattern.main, "local")
     out = pattern.output + 1
     if pattern.epilogue:
