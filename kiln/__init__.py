@@ -54,13 +54,25 @@ def get_global_func(name: str, allow_missing: bool = False) -> Any:
     raise ValueError(f"Kiln has no global function {name!r} (there is no TVM FFI registry)")
 
 
+# Subpackages a user reaches as attributes (``kiln.debug.compare(...)``), imported on first use so
+# that ``import kiln`` stays light; ``kiln.cli`` is the command line's, not an attribute.
+_LAZY_SUBMODULES = frozenset({
+    "analysis", "auto_scheduler", "build_module", "codegen", "config", "contrib", "debug", "driver",
+    "errors", "frontend", "interpreter", "op", "progress", "target", "te",
+})
+
+
 def __getattr__(name: str) -> Any:
     if name == "build":  # kiln.build (TVM's tvm.build): imported on first use
         from kiln.driver import build
 
         return build
-    if name in ("auto_scheduler", "contrib", "target"):
+    if name in _LAZY_SUBMODULES:
         import importlib
 
         return importlib.import_module(f"kiln.{name}")
     raise AttributeError(f"module 'kiln' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _LAZY_SUBMODULES | {"build"})

@@ -10,7 +10,6 @@ variable               meaning
 ``KILN_CACHE_DIR``     compile cache (default ``~/.cache/kiln``)
 ``KILN_NUM_THREADS``   kernel threads, a positive integer (default: usable CPUs)
 ``KILN_VERIFY_PASSES`` ``1`` to type-check and verify the IR after every pass
-``KILN_DEBUG``         verbosity of build logging (0 quiet, 1 passes, 2 kernels)
 =====================  ==========================================================
 """
 
@@ -85,8 +84,6 @@ class Settings:
         Kernel threads (``KILN_NUM_THREADS``, default :func:`usable_cpus`); at least 1.
     verify_passes : bool
         Verify the IR after every pass (``KILN_VERIFY_PASSES=1``).
-    debug : int
-        Build logging verbosity (``KILN_DEBUG``, default 0).
     """
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
@@ -95,9 +92,7 @@ class Settings:
         self.cache_dir: Path = Path(env.get("KILN_CACHE_DIR") or Path.home() / ".cache" / "kiln")
         self.verify_passes: bool = env.get("KILN_VERIFY_PASSES") == "1"
         self._num_threads_env = env.get("KILN_NUM_THREADS")
-        self._debug_env = env.get("KILN_DEBUG")
         self._num_threads: int | None = None
-        self._debug: int | None = None
 
     @property
     def num_threads(self) -> int:
@@ -112,17 +107,6 @@ class Settings:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"settings.num_threads must be a positive integer, got {value!r}")
         self._num_threads = value
-
-    @property
-    def debug(self) -> int:
-        """Build logging verbosity: set from Python, else ``KILN_DEBUG``, else 0."""
-        if self._debug is None:
-            self._debug = _parse_int("KILN_DEBUG", self._debug_env, 0) or 0
-        return self._debug
-
-    @debug.setter
-    def debug(self, value: int) -> None:
-        self._debug = int(value)
 
     def __repr__(self) -> str:
         return (f"Settings(cc={self.cc!r}, cache_dir={str(self.cache_dir)!r}, "

@@ -16,13 +16,13 @@ def test_defaults_without_environment():
     s = Settings(environ={})
     assert s.cc == "cc"
     assert s.num_threads == usable_cpus() >= 1
-    assert s.debug == 0 and s.verify_passes is False
+    assert s.verify_passes is False
 
 
 def test_values_from_environment():
-    s = Settings(environ={"CC": "clang", "KILN_NUM_THREADS": " 3 ", "KILN_DEBUG": "2",
+    s = Settings(environ={"CC": "clang", "KILN_NUM_THREADS": " 3 ",
                           "KILN_VERIFY_PASSES": "1", "KILN_CACHE_DIR": "/tmp/kiln-cache"})
-    assert (s.cc, s.num_threads, s.debug, s.verify_passes) == ("clang", 3, 2, True)
+    assert (s.cc, s.num_threads, s.verify_passes) == ("clang", 3, True)
     assert str(s.cache_dir) == "/tmp/kiln-cache"
 
 
@@ -36,12 +36,6 @@ def test_invalid_thread_count_is_an_error_naming_the_variable(value):
     assert "\n" not in message
 
 
-def test_invalid_debug_level_is_an_error_naming_the_variable():
-    s = Settings(environ={"KILN_DEBUG": "loud"})
-    with pytest.raises(ConfigError, match="KILN_DEBUG='loud'"):
-        _ = s.debug
-
-
 def test_python_assignment_overrides_and_is_checked():
     s = Settings(environ={"KILN_NUM_THREADS": "abc"})
     s.num_threads = 2  # an explicit value wins over the invalid environment
@@ -52,7 +46,7 @@ def test_python_assignment_overrides_and_is_checked():
 
 
 def test_import_survives_an_invalid_environment():
-    env = {**os.environ, "KILN_NUM_THREADS": "abc", "KILN_DEBUG": "x"}
+    env = {**os.environ, "KILN_NUM_THREADS": "abc"}
     proc = subprocess.run([sys.executable, "-c", "import kiln; print('imported')"],
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr

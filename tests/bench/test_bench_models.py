@@ -10,7 +10,6 @@ No test looks at a time.
 from __future__ import annotations
 
 import math
-import shutil
 
 import numpy as np
 import onnx
@@ -53,7 +52,7 @@ REQUIRED_OPS = {
                   "MatMul", "Add", "Reshape", "Transpose", "Softmax", "Erf"},
 }
 
-needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+needs_cc = pytest.mark.requires_cc
 
 
 def _ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import onnx
@@ -15,8 +14,7 @@ from kiln.cli.compile import parse_input_shapes
 from kiln.cli.main import main
 from kiln.errors import KilnError
 
-TARGETS = ["numpy", pytest.param("c", marks=pytest.mark.skipif(shutil.which("cc") is None,
-                                                               reason="no C compiler"))]
+TARGETS = ["numpy", pytest.param("c", marks=pytest.mark.requires_cc)]
 
 
 @pytest.fixture

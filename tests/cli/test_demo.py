@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 
@@ -13,7 +12,7 @@ import pytest
 
 from kiln.cli.demo import data_path
 
-requires_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+requires_cc = pytest.mark.requires_cc
 
 # `kiln demo` in a process where `import onnxruntime` fails as it does when it is not installed
 WITHOUT_ORT = ("import sys; sys.modules['onnxruntime'] = None; from kiln.cli.main import main; "

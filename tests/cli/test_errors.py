@@ -6,7 +6,6 @@ Run through ``python -m kiln`` in a subprocess, as a user runs it.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -17,7 +16,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-requires_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+requires_cc = pytest.mark.requires_cc
 
 
 def kiln(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,6 @@ import fcntl
 import os
 import pty
 import select
-import shutil
 import struct
 import subprocess
 import sys
@@ -22,7 +21,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-requires_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+requires_cc = pytest.mark.requires_cc
 TARGETS = ["numpy", pytest.param("c", marks=requires_cc)]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 
@@ -13,8 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 TARGETS = [("numpy", "model.kpkg"),
-           pytest.param("c", "model.so", marks=pytest.mark.skipif(shutil.which("cc") is None,
-                                                                  reason="no C compiler"))]
+           pytest.param("c", "model.so", marks=pytest.mark.requires_cc)]
 
 
 def kiln(*args: str) -> subprocess.CompletedProcess[str]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from kiln.te.lower import lower
 from kiln.transform.infer_type import infer_type
 
 GOLDEN = Path(__file__).parent / "golden_c"
-needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+needs_cc = pytest.mark.requires_cc
 
 
 def _compile(funcs: list[PrimFunc], vector_bytes: int = 32):

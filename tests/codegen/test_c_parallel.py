@@ -31,7 +31,7 @@ from kiln.te.default_schedule import default_schedule
 from kiln.te.loop_ir import Buffer, BufferLoad, For, PrimFunc, Store
 from kiln.te.lower import lower
 
-pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")
+pytestmark = pytest.mark.requires_cc
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,6 @@ the data crashes it (and fails the test) instead of reading neighbouring memory.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -32,7 +31,7 @@ from kiln.te.loop_ir import Allocate, Buffer, BufferLoad, For, IfThenElse, PrimF
 from kiln.te.lower import lower
 from kiln.te.templates import TargetInfo, apply_template
 
-pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")
+pytestmark = pytest.mark.requires_cc
 
 ROOT = Path(__file__).resolve().parents[2]
 WIDTHS = (3, 5, 13, 16, 17, 31, 40, 197)

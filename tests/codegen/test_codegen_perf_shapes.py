@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +35,7 @@ from kiln.transform import PassContext
 from kiln.transform.infer_type import infer_type
 
 GOLDEN = Path(__file__).parent / "golden_c"
-pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+pytestmark = pytest.mark.requires_cc
 
 
 def _compile(funcs: list[PrimFunc], vector_bytes: int = 64):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ from kiln.codegen.compiler import (
 from kiln.config import settings
 from kiln.errors import CompileError
 
-pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")
+pytestmark = pytest.mark.requires_cc
 
 SCALE = """#include <stdint.h>
 int32_t kiln_test_scale(void** args) {

@@ -8,7 +8,6 @@ project's oracle) and, for a few ops, a NumPy formula written here.
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from kiln.op.elemwise import BINARY_OPS, UNARY_OPS, CastAttrs, ClipAttrs
 from kiln.op.registry import get_op_def, make_call
 from kiln.transform.infer_type import infer_type
 
-pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+pytestmark = pytest.mark.requires_cc
 
 FLOATS = ("float32", "float64", "float16") if float16_supported() else ("float32", "float64")
 INTS = ("int8", "int16", "int32", "int64", "uint8")

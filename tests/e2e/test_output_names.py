@@ -4,7 +4,6 @@ and ``GraphModule.get_output(name)`` (issue 18, point 2)."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import onnx
@@ -24,8 +23,7 @@ from kiln.runtime.factory import GraphExecutorFactoryModule
 from kiln.runtime.graph_executor import InputError
 from kiln.runtime.graph_json import parse_graph_json
 
-TARGETS = ["numpy", pytest.param("c", marks=pytest.mark.skipif(shutil.which("cc") is None,
-                                                               reason="no C compiler"))]
+TARGETS = ["numpy", pytest.param("c", marks=pytest.mark.requires_cc)]
 # the graph attrs TVM's reader knows; it rejects any other list_str attr ("cannot skip graph attr")
 TVM_GRAPH_ATTRS = {"dltype", "storage_id", "shape", "device_index"}
 

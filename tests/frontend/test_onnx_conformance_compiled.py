@@ -9,15 +9,11 @@ cores, so the test is marked slow (``.ci/run`` runs it after the default suite).
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
-from kiln.config import settings
 from kiln.frontend.onnx_conformance import load_cases, run_suite, run_suite_compiled
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(shutil.which(settings.cc.split()[0]) is None, reason="no C compiler")]
+pytestmark = [pytest.mark.slow, pytest.mark.requires_cc]
 
 
 def test_compiled_path_passes_what_the_interpreter_passes():

@@ -6,7 +6,6 @@ Oracles are NumPy formulas written in the tests.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ from kiln.runtime.graph_executor import GraphExecutor
 from kiln.runtime.module import KernelError
 from kiln.runtime.native import NativeLibrary
 
-needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")
+needs_cc = pytest.mark.requires_cc
 
 
 def _chain(n: int, size: int) -> kiln.IRModule:

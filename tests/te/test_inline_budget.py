@@ -131,7 +131,7 @@ def test_lowering_limits_a_schedule_that_inlines_everything() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HAVE_CC, reason="needs a C compiler (cc)")
+@pytest.mark.requires_cc
 def test_gridsample_conformance_builds_stay_small(tmp_path, monkeypatch) -> None:
     # GridSample imports as chains of where/floor/clip that once made an 11 MB expression
     from kiln.config import settings

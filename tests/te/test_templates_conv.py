@@ -12,7 +12,6 @@ tiles that fit the vector registers.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -34,7 +33,7 @@ from kiln.te.templates import TargetInfo, apply_template
 from kiln.te.templates.conv2d import choose_register_tile
 from kiln.transform.infer_type import infer_type
 
-pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+pytestmark = pytest.mark.requires_cc
 
 VECTOR_BYTES = detect_vector_bytes()
 TARGET = TargetInfo(VECTOR_BYTES, max(2, usable_cpus()))

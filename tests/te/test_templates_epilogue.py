@@ -15,8 +15,6 @@ schedule each one gets, for 16 and 32 vector registers.
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -51,7 +49,7 @@ MAIN_TAGS = {"conv": ("conv2d_NCHWc",), "conv3x3s2": ("conv2d_NCHWc",),
              "depthwise": ("depthwise_conv2d_NCHWc",),
              "dense": ("dense_pack", "dense", "matmul")}
 
-needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+needs_cc = pytest.mark.requires_cc
 
 
 class _Graph:

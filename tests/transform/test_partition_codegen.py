@@ -8,7 +8,6 @@ with the unpartitioned build.
 
 from __future__ import annotations
 
-import shutil
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,6 @@ from kiln.codegen.external import (
     external_functions,
     registered_codegens,
 )
-from kiln.config import settings
 from kiln.contrib import graph_executor
 from kiln.errors import CompileError
 from kiln.interpreter import Interpreter
@@ -32,8 +30,7 @@ from kiln.ir.types import TupleType, Type
 from kiln.runtime.module import KernelError
 from kiln.transform import AnnotateTarget, MergeCompilerRegions, PartitionGraph
 
-pytestmark = pytest.mark.skipif(shutil.which(settings.cc.split()[0]) is None,
-                                reason="needs a C compiler")
+pytestmark = pytest.mark.requires_cc
 
 
 def partition(mod: tvm.IRModule, target: str = "kiln_c") -> tvm.IRModule:
@@ -231,7 +228,7 @@ def test_partitioned_mobilenet_builds_and_matches_the_unpartitioned_build(annota
     assert np.abs(ref).max() > 0.05  # the comparison is not of near-zero outputs
 
 
-@pytest.mark.skipif(shutil.which(settings.cc.split()[0]) is None, reason="no C compiler")
+@pytest.mark.requires_cc
 def test_partitioned_c_build_exports_to_one_file(tmp_path, rng):
     """Region constants become params, so regions and main kernels link into one artifact."""
     mod, params = relay.testing.mobilenet.get_workload(batch_size=1, image_shape=(3, 32, 32))
