@@ -207,3 +207,11 @@ class CPUFeatureError(KilnError, RuntimeError):
         super().__init__(f"{what} needs {', '.join(self.missing)}{built}; this CPU lacks "
                          f"{'it' if len(self.missing) == 1 else 'them'}: rebuild with target "
                          f"{hint} (or the default target on this machine)")
+
+
+class RPCUnsupportedError(KilnError, NotImplementedError):
+    """A TVM RPC entry point (``kiln.rpc``) was called: Kiln runs models on the host only."""
+
+
+class TopiUnsupportedError(KilnError, NotImplementedError):
+    """A TVM TOPI per-target schedule hook (``kiln.topi.nn``/``kiln.topi.x86``) was called."""

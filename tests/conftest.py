@@ -6,11 +6,13 @@ The suite runs in parallel (``pytest -n auto``, pytest-xdist): tests write only 
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from kiln.config import settings
 
@@ -18,6 +20,12 @@ FIXTURES = Path(__file__).parent / "fixtures" / "tvm"
 
 # Every pass run by a test is followed by the IR verifier (types, well-formedness).
 settings.verify_passes = True
+
+# CI draws the same Hypothesis examples every run (a red CI is then a real regression, never a
+# lucky draw); a developer's run keeps exploring new ones.
+hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    hypothesis_settings.load_profile("ci")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -26,14 +26,14 @@ PACKAGE = ROOT / "kiln"
 # and downward are free.
 LAYERS: list[tuple[str, ...]] = [
     ("kiln.config", "kiln.errors", "kiln.progress"),  # utilities every layer may use
-    ("kiln.runtime",),  # what a deployed model needs: NDArray, params, graph JSON, executors
+    ("kiln.runtime", "kiln.rpc"),  # what a deployed model needs: NDArray, params, graph JSON, executors
     ("kiln.ir", "kiln.target"),  # graph IR; target descriptions need only IR dtypes
     ("kiln.te",),  # tensor expressions, schedules, loop IR (imports only errors)
     ("kiln.op", "kiln.interpreter"),  # operator registry; the reference interpreter beside it
     ("kiln.transform",),  # passes IRModule -> IRModule
     ("kiln.codegen",),  # loop IR to C, compiler driver, graph codegen
     ("kiln.build_module", "kiln.driver", "kiln.auto_scheduler"),  # build and tuning
-    ("kiln.frontend", "kiln.debug", "kiln.analysis", "kiln.testing"),  # tools over the compiler
+    ("kiln.frontend", "kiln.debug", "kiln.analysis", "kiln.testing", "kiln.topi"),  # tools
     ("kiln", "kiln.relay", "kiln.contrib", "kiln.cli", "kiln.nd", "kiln.__main__"),  # facades, CLI
 ]
 

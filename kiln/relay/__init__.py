@@ -30,6 +30,8 @@ from kiln.ir import (
 from kiln.ir.expr import Op
 from kiln.op import *
 from kiln.relay import analysis, expr_functor, image, nn, op, transform, vision
+from kiln.relay.expr_functor import ExprMutator, ExprVisitor
+from kiln.relay.op import annotation
 from kiln.runtime.params import load_param_dict, save_param_dict
 from kiln.transform.pass_infra import PassContext
 
@@ -37,6 +39,8 @@ __all__ = [
     "Call",
     "Constant",
     "Expr",
+    "ExprMutator",
+    "ExprVisitor",
     "FuncType",
     "Function",
     "GlobalVar",
@@ -51,6 +55,8 @@ __all__ = [
     "TupleWrapper",
     "Var",
     "analysis",
+    "annotation",
+    "backend",
     "build",
     "build_config",
     "const",
@@ -83,7 +89,7 @@ def __getattr__(name: str) -> Any:
         from kiln import build_module
 
         return getattr(build_module, name)
-    if name in ("frontend", "testing", "build_module"):
+    if name in ("backend", "frontend", "testing", "build_module"):
         import importlib
 
         return importlib.import_module(f"kiln.relay.{name}")

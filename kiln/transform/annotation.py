@@ -21,12 +21,14 @@ __all__ = [
     "COMPILER_BEGIN",
     "COMPILER_END",
     "DEFAULT_TARGET",
+    "STOP_FUSION",
     "CompilerAttrs",
     "annotation_target",
     "compiler_begin",
     "compiler_end",
     "is_compiler_begin",
     "is_compiler_end",
+    "stop_fusion",
 ]
 
 COMPILER_BEGIN = "annotation.compiler_begin"
@@ -53,6 +55,28 @@ for _name, _doc in ((COMPILER_BEGIN, "Marks an edge entering a region of an exte
                     (COMPILER_END, "Marks an edge leaving a region of an external compiler.")):
     register_op(_name, num_inputs=1, type_rel=_identity_rel, reference=_identity_ref,
                 pattern=OpPattern.OPAQUE, attrs_type=CompilerAttrs, doc=_doc)
+
+
+STOP_FUSION = "annotation.stop_fusion"
+register_op(STOP_FUSION, num_inputs=1, type_rel=_identity_rel, reference=_identity_ref,
+            pattern=OpPattern.OPAQUE,
+            doc="Identity that FuseOps never fuses across; FuseOps removes it (TVM's stop_fusion).")
+
+
+def stop_fusion(data: Expr) -> Call:
+    """Mark ``data`` so that FuseOps puts its producer and its users in different groups.
+
+    Parameters
+    ----------
+    data : Expr
+        The value to fence.
+
+    Returns
+    -------
+    Call
+        ``annotation.stop_fusion(data)``; FuseOps replaces it by ``data`` after grouping.
+    """
+    return make_call(STOP_FUSION, [data], None)
 
 
 def compiler_begin(data: Expr, compiler: str) -> Call:

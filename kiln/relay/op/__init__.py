@@ -4,9 +4,19 @@ from kiln.ir.expr import Op
 from kiln.op import *
 from kiln.op.registry import OpPattern, get_op_def
 from kiln.relay import image, nn, vision
-from kiln.relay.op import contrib
+from kiln.relay.op import annotation, contrib, op
+from kiln.relay.op.op import (
+    register_alter_op_layout,
+    register_compute,
+    register_convert_op_layout,
+    register_legalize,
+    register_pattern,
+    register_strategy,
+)
 
-__all__ = ["Op", "OpPattern", "contrib", "get", "get_op_def", "image", "nn", "vision"]
+__all__ = ["Op", "OpPattern", "annotation", "contrib", "get", "get_op_def", "image", "nn", "op",
+           "register_alter_op_layout", "register_compute", "register_convert_op_layout",
+           "register_legalize", "register_pattern", "register_strategy", "vision"]
 
 
 def get(name: str) -> Op:

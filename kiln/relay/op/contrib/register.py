@@ -20,9 +20,11 @@ from kiln.transform.external_target import (
 
 __all__ = [
     "external_targets",
+    "get_pattern_table",
     "register_external_target",
     "register_op_attr",
     "register_op_target",
+    "register_pattern_table",
     "supported_ops",
 ]
 
@@ -68,3 +70,35 @@ def register_op_attr(op_name: str, attr_key: str, value: Any = None,
         return fn
 
     return decorate
+
+
+_PATTERN_TABLES: dict[str, Any] = {}
+
+
+def register_pattern_table(compiler: str, table: Callable[[], Any] | None = None) -> Any:
+    """Register the pattern table of an external compiler (TVM's ``register_pattern_table``).
+
+    Parameters
+    ----------
+    compiler : str
+        The external compiler (target) name.
+    table : callable, optional
+        A function returning the table (a list of ``(name, pattern[, check])``); when omitted
+        this is a decorator.
+
+    Returns
+    -------
+    callable
+        ``table`` itself, or the decorator when ``table`` is omitted.
+    """
+
+    def _register(fn: Callable[[], Any]) -> Callable[[], Any]:
+        _PATTERN_TABLES[compiler] = fn()
+        return fn
+
+    return _register(table) if table is not None else _register
+
+
+def get_pattern_table(compiler: str) -> Any:
+    """The pattern table registered for ``compiler``, or None (TVM's ``get_pattern_table``)."""
+    return _PATTERN_TABLES.get(compiler)
