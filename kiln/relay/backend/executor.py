@@ -3,29 +3,31 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from kiln.errors import KilnError
 
 __all__ = ["Executor"]
 
-_KNOWN = ("graph", "aot", "vm")
 
-
-class Executor:
-    """An executor description: ``Executor("graph")`` or ``Executor("aot", {"link-params": True})``.
+class Description:
+    """A named build component with options (the common part of ``Executor`` and ``Runtime``).
 
     Parameters
     ----------
     name : str
-        ``"graph"`` (what Kiln builds for), ``"aot"`` or ``"vm"`` (TVM's; ``relay.build`` raises).
+        One of the subclass's ``known`` names.
     options : Mapping[str, Any], optional
-        The executor's options, kept as given.
+        The component's options, kept as given.
     """
 
-    def __init__(self, name: str = "graph", options: Mapping[str, Any] | None = None):
-        if name not in _KNOWN:
-            raise KilnError(f"Executor: unknown executor {name!r} (TVM's are {', '.join(_KNOWN)})")
+    known: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, name: str, options: Mapping[str, Any] | None = None):
+        kind = type(self).__name__
+        if name not in self.known:
+            raise KilnError(f"{kind}: unknown {kind.lower()} {name!r} (TVM's are "
+                            f"{', '.join(self.known)})")
         self.name = name
         self.attrs: dict[str, Any] = dict(options or {})
 
@@ -37,11 +39,23 @@ class Executor:
         return self.attrs.get(key, default)
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, Executor) and other.name == self.name
-                and other.attrs == self.attrs)
+        return type(other) is type(self) and other.name == self.name and other.attrs == self.attrs
 
     def __hash__(self) -> int:
         return hash(self.name)
 
     def __repr__(self) -> str:
-        return f"Executor({self.name!r}, {self.attrs!r})" if self.attrs else f"Executor({self.name!r})"
+        kind = type(self).__name__
+        return f"{kind}({self.name!r}, {self.attrs!r})" if self.attrs else f"{kind}({self.name!r})"
+
+
+class Executor(Description):
+    """An executor description: ``Executor("graph")`` or ``Executor("aot", {"link-params": True})``.
+
+    ``"graph"`` is what Kiln builds for; ``"aot"`` and ``"vm"`` are TVM's (``relay.build`` raises).
+    """
+
+    known = ("graph", "aot", "vm")
+
+    def __init__(self, name: str = "graph", options: Mapping[str, Any] | None = None):
+        super().__init__(name, options)
