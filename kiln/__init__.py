@@ -58,7 +58,7 @@ def get_global_func(name: str, allow_missing: bool = False) -> Any:
 # that ``import kiln`` stays light; ``kiln.cli`` is the command line's, not an attribute.
 _LAZY_SUBMODULES = frozenset({
     "analysis", "auto_scheduler", "build_module", "codegen", "config", "contrib", "debug", "driver",
-    "errors", "frontend", "interpreter", "op", "progress", "rpc", "target", "te", "topi",
+    "errors", "frontend", "interpreter", "op", "progress", "rpc", "target", "te", "tir", "topi",
 })
 
 

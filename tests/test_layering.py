@@ -25,7 +25,7 @@ PACKAGE = ROOT / "kiln"
 # Bottom first; a module belongs to the layer of its longest listed prefix. Imports within a layer
 # and downward are free.
 LAYERS: list[tuple[str, ...]] = [
-    ("kiln.config", "kiln.errors", "kiln.progress"),  # utilities every layer may use
+    ("kiln.config", "kiln.errors", "kiln.progress", "kiln.tir"),  # utilities every layer may use
     ("kiln.runtime", "kiln.rpc"),  # what a deployed model needs: NDArray, params, graph JSON, executors
     ("kiln.ir", "kiln.target"),  # graph IR; target descriptions need only IR dtypes
     ("kiln.te",),  # tensor expressions, schedules, loop IR (imports only errors)

@@ -298,7 +298,7 @@ class Call(Expr):
     attrs : Attrs, optional
         Operator attributes.
     type_args : ignored
-        Accepted for TVM compatibility.
+        Accepted for TVM compatibility; :attr:`type_args` is derived from the argument types.
     span : ignored
         Accepted for TVM compatibility.
     source_names : tuple of str
@@ -321,6 +321,18 @@ class Call(Expr):
         if not isinstance(op, (Op, GlobalVar, Function, Var)):
             raise TypeError(f"cannot call {type(op).__name__}: expected an Op, GlobalVar or Function")
         self._set(op=op, args=args, attrs=attrs, source_names=tuple(source_names))
+
+    @property
+    def type_args(self) -> list[Type]:
+        """TVM's type arguments: an operator call's argument types once the call is type-checked.
+
+        Empty before type inference and for calls of functions (Kiln has no type parameters).
+        """
+        if not isinstance(self.op, Op) or not self.has_type:
+            return []
+        if not all(a.has_type for a in self.args):
+            return []
+        return [a.checked_type for a in self.args]
 
     def _short(self) -> str:
         name = self.op.name if isinstance(self.op, Op) else self.op._short()

@@ -157,6 +157,8 @@ class _FuseMutator:
             self.new[id(node)] = self.visit(node)
         out = self.new[id(self.fn)]
         assert isinstance(out, Function)
+        if out.ret_type is None and self.fn.ret_type is not None:  # fusing keeps the type (TVM)
+            out = Function(out.params, out.body, self.fn.ret_type, attrs=out.attrs)
         return out
 
     def visit(self, node: Expr) -> Expr:
