@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import math
 import pathlib
+from abc import ABC, abstractmethod
 from typing import Any
 
 from kiln.auto_scheduler.measure import MeasureInput
@@ -57,7 +58,7 @@ class _BuildQuery:
         return self.ctx.query(tgt, workload_key, te_dispatch.has_complex_op(dag), dag, func_name)
 
 
-class DispatchContext:
+class DispatchContext(ABC):
     """Base class of dispatch contexts (TVM's ``auto_scheduler.DispatchContext``).
 
     A context answers :meth:`query` from its own configurations (:meth:`_query_inside`) and
@@ -98,13 +99,13 @@ class DispatchContext:
             ret = self._old_ctx.query(target, workload_key, has_complex_op, dag, func_name)
         return ret
 
+    @abstractmethod
     def update(self, target: Target, workload_key: str, state: Any) -> None:
         """Set the configuration of a workload (in this context)."""
-        raise NotImplementedError()
 
+    @abstractmethod
     def _query_inside(self, target: Target, workload_key: str, func_name: str) -> Any:
         """The configuration this context itself holds for a workload, or None."""
-        raise NotImplementedError()
 
     def __enter__(self) -> DispatchContext:
         self._old_ctx = DispatchContext.current

@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import time
 import traceback
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -176,12 +177,13 @@ _PRELOAD = ("kiln.auto_scheduler.measure", "kiln.codegen.standalone", "kiln.te.l
 BuildFuncType = Callable[[str, list[str], "list[str] | None"], Any]
 
 
-class ProgramBuilder:
+class ProgramBuilder(ABC):
     """Base class of builders: :meth:`build` turns measure inputs into build results."""
 
     timeout: float = 15
     n_parallel: int = 1
 
+    @abstractmethod
     def build(self, measure_inputs: Sequence[MeasureInput], verbose: int = 1) -> list[BuildResult]:
         """Build programs and return results (one per input, in order).
 
@@ -192,12 +194,12 @@ class ProgramBuilder:
         verbose : int
             1 prints a ``.`` per built candidate (``.E`` error, ``.T`` timeout).
         """
-        raise NotImplementedError
 
 
-class ProgramRunner:
+class ProgramRunner(ABC):
     """Base class of runners: :meth:`run` measures built programs."""
 
+    @abstractmethod
     def run(self, measure_inputs: Sequence[MeasureInput], build_results: Sequence[BuildResult],
             verbose: int = 1) -> list[MeasureResult]:
         """Measure programs and return results (one per input, in order).
@@ -211,7 +213,6 @@ class ProgramRunner:
         verbose : int
             1 prints a ``*`` per measured candidate (``*E`` error, ``*T`` timeout).
         """
-        raise NotImplementedError
 
 
 def _check_build_func(build_func: str | BuildFuncType) -> str | None:

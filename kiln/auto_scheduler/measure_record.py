@@ -45,6 +45,7 @@ from kiln.auto_scheduler.workload_registry import (
     decode_workload_key,
 )
 from kiln.errors import TuningLogError
+from kiln.runtime.dmlc_json import escape
 from kiln.te.loop_state import State
 from kiln.te.steps import Step, parse_step
 
@@ -96,21 +97,7 @@ def format_double(value: float) -> str:
 
 
 def _write_string(text: str, out: list[str]) -> None:
-    out.append('"')
-    for ch in text:
-        if ch == "\r":
-            out.append("\\r")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == '"':
-            out.append('\\"')
-        else:
-            out.append(ch)
-    out.append('"')
+    out.append(escape(text))  # dmlc's JSON writer escapes strings this way
 
 
 def _write_value(value: Any, out: list[str]) -> None:
