@@ -50,13 +50,18 @@ class UnsupportedOpError(FrontendError):
     problems : list of (op_type, node_names, detail)
         Every unsupported operator found, so a user sees all of them at once.
     opset : int or None
-        The opset the model was imported with.
+        The opset the model was imported with (ONNX).
+    framework : str or None
+        The framework whose graph it is, when not ONNX ("TensorFlow", "PyTorch", ...).
     """
 
-    def __init__(self, problems: list[tuple[str, list[str], str]], opset: int | None = None):
+    def __init__(self, problems: list[tuple[str, list[str], str]], opset: int | None = None,
+                 framework: str | None = None):
         self.problems = problems
         self.opset = opset
+        self.framework = framework
         lines = [f"{len(problems)} unsupported operator kind(s)"
+                 + (f" in the {framework} model" if framework else "")
                  + (f" at opset {opset}" if opset is not None else "") + ":"]
         for op_type, names, detail in problems:
             shown = ", ".join(repr(n) for n in names[:10])

@@ -29,7 +29,6 @@ import kiln.op as K
 from kiln.errors import (
     DynamicShapeError,
     FrontendError,
-    InputShapeError,
     KilnError,
     KilnTypeError,
     UnsupportedOpError,
@@ -47,6 +46,7 @@ from kiln.frontend import (  # noqa: F401  (importing a family registers its con
     onnx_signal,
     onnx_tensor,
 )
+from kiln.frontend.common import ImportState, check_input_shape
 from kiln.frontend.onnx_common import (
     CONVERTERS,
     InputDependentError,
@@ -67,13 +67,9 @@ from kiln.frontend.onnx_model import (
     schema_function,
     sparse_to_dense,
 )
-from kiln.ir.analysis import free_vars
-from kiln.ir.expr import Call, Constant, Expr, Function, Op, Tuple, TupleGetItem, TupleWrapper, Var
+from kiln.ir.expr import Constant, Expr, TupleWrapper, Var
 from kiln.ir.module import IRModule
-from kiln.ir.printer import format_type
-from kiln.ir.types import TensorType, TupleType, Type, np_dtype
-from kiln.ir.visitor import children, rebuild
-from kiln.op.registry import get_op_def
+from kiln.ir.types import TensorType, np_dtype
 
 __all__ = ["from_onnx", "supported_ops"]
 
@@ -151,26 +147,19 @@ class _Scope:
         return None
 
 
-class _Importer:
-    """One import: the state shared by every node conversion."""
+class _Importer(ImportState):
+    """One ONNX import: the state shared by every node conversion."""
 
     def __init__(self, proto: onnx.ModelProto, shape: Mapping[str, Sequence[int]],
                  dtype: str | Mapping[str, str], opset: int | None, freeze_params: bool,
                  const_inputs: Mapping[str, Any]):
+        super().__init__(freeze_params)
         self.proto = proto
         self.shape = {k: tuple(int(d) for d in v) for k, v in shape.items()}
         self.dtype = dtype
         self.opset = model_opset(proto, opset)
-        self.freeze_params = freeze_params
         self.const_inputs = dict(const_inputs)
         self.functions = {(f.domain, f.name): f for f in proto.functions}
-        self.inputs: list[Var] = []
-        self.param_vars: list[Var] = []
-        self.param_values: dict[str, np.ndarray] = {}
-        self.used_names: set[str] = set()
-        self.known: dict[int, Expr] = {}  # nodes already stamped; also keeps them alive
-        self.values: dict[int, tuple[Expr, np.ndarray | None]] = {}
-        self.var_values: dict[int, np.ndarray] = {}
         self.checker_note = ""
 
     # --- entry -------------------------------------------------------------------------------
@@ -183,29 +172,11 @@ class _Importer:
         scope = _Scope()
         self.bind_inputs(graph, scope)
         outputs = self.convert_graph(graph, scope, prefix="")
-        body: Expr = outputs[0] if len(outputs) == 1 else Tuple(outputs)
-        used = {id(v) for v in free_vars(body)}
-        params = [v for v in self.param_vars if id(v) in used]
-        fn = Function([*self.inputs, *params], body)
         # the graph's output names travel with the module through relay.build (graph JSON,
         # exported metadata, GraphModule.get_output(name))
-        mod = IRModule({"main": fn}, attrs={"output_names": tuple(vi.name for vi in graph.output)})
-        # Params are runtime arrays, as TVM returns them (the IR's Constant.data does the same).
-        from kiln.runtime.ndarray import NDArray
-
-        return mod, {v.name_hint: NDArray(self.param_values[v.name_hint]) for v in params}
+        return self.module(outputs, [vi.name for vi in graph.output])
 
     # --- inputs, initializers, constants -----------------------------------------------------
-    def unique_name(self, name: str) -> str:
-        """``name`` if unused, else ``name_1``, ``name_2``, ... (stable for a given model)."""
-        base = name or "const"
-        out, n = base, 0
-        while out in self.used_names:
-            n += 1
-            out = f"{base}_{n}"
-        self.used_names.add(out)
-        return out
-
     def bind_inputs(self, graph: onnx.GraphProto, scope: _Scope) -> None:
         initializers = {t.name for t in graph.initializer} | {s.values.name for s in graph.sparse_initializer}
         names = [vi.name for vi in graph.input if vi.name not in initializers]
@@ -259,17 +230,7 @@ class _Importer:
             int(d.dim_value) if d.HasField("dim_value") and d.dim_value >= 0
             else (d.dim_param or None) for d in tt.shape.dim)
         if vi.name in self.shape:
-            shape = self.shape[vi.name]
-            if any(d < 0 for d in shape):
-                raise FrontendError(f"the shape given for input {vi.name!r}, {list(shape)}, has a "
-                                    "negative dim")
-            if declared is not None:
-                if len(declared) != len(shape):
-                    raise InputShapeError(vi.name, None, declared, shape)
-                for i, (d, g) in enumerate(zip(declared, shape)):
-                    if isinstance(d, int) and d != g:
-                        raise InputShapeError(vi.name, i, declared, shape)
-            return TensorType(shape, dtype), None
+            return TensorType(check_input_shape(vi.name, declared, self.shape[vi.name]), dtype), None
         if vi.name in self.const_inputs:
             return TensorType(np.shape(self.const_inputs[vi.name]), dtype), None
         if declared is None:
@@ -278,21 +239,6 @@ class _Importer:
         if unknown:
             return None, (vi.name, declared, unknown)
         return TensorType(tuple(d for d in declared if isinstance(d, int)), dtype), None
-
-    def register(self, expr: Expr) -> Expr:
-        self.known[id(expr)] = expr
-        return expr
-
-    def constant(self, name: str, value: np.ndarray) -> Expr:
-        """An initializer or Constant-node value: embedded, or a param named after it."""
-        if self.freeze_params:
-            return self.register(Constant(value))
-        pname = self.unique_name(name)
-        v = Var(pname, TensorType(value.shape, str(value.dtype) if value.dtype != np.bool_ else "bool"))
-        self.param_vars.append(v)
-        self.param_values[pname] = value
-        self.var_values[id(v)] = value
-        return self.register(v)
 
     def bind_initializers(self, graph: onnx.GraphProto, scope: _Scope) -> None:
         for t in graph.initializer:
@@ -462,7 +408,7 @@ class _Importer:
             in_axes = [a + self._rank(x) if a < 0 else a for a, x in zip(
                 ctx.attrs.get("scan_input_axes", [0] * m), scans)]
             in_dirs = ctx.attrs.get("scan_input_directions", [0] * m)
-            lengths = {self._shape(x)[a] for x, a in zip(scans, in_axes)}
+            lengths = {self.shape_of(x)[a] for x, a in zip(scans, in_axes)}
             if len(lengths) != 1 or 0 in lengths:
                 raise ctx.error(f"scan inputs have scan lengths {sorted(lengths)}; Kiln unrolls "
                                 "one common, non-zero length")
@@ -489,7 +435,7 @@ class _Importer:
 
         if not batched:
             return list(scan(inputs[:n], inputs[n:], f"{ctx.name}/"))
-        rows = {self._shape(x)[0] for x in inputs}
+        rows = {self.shape_of(x)[0] for x in inputs}
         if len(rows) != 1:
             raise ctx.error(f"Scan-8 inputs have batch sizes {sorted(rows)}")
         per_row = [scan([K.take(x, Constant(np.array(b, np.int64)), axis=0) for x in inputs[:n]],
@@ -554,14 +500,8 @@ class _Importer:
             raise ctx.unsupported("Loop of zero iterations with scan outputs (their shape is unknown)")
         return [*states, *(K.stack(parts, axis=0) if parts else None for parts in collected)]
 
-    def _shape(self, expr: Expr) -> tuple[int, ...]:
-        ty = self.type_of(expr)
-        if not isinstance(ty, TensorType):
-            raise FrontendError(f"expected a tensor, got {format_type(ty)}")
-        return tuple(int(d) for d in ty.shape)
-
     def _rank(self, expr: Expr) -> int:
-        return len(self._shape(expr))
+        return len(self.shape_of(expr))
 
     # --- function expansion ------------------------------------------------------------------
     def expand_function(self, fn: onnx.FunctionProto, ctx: NodeContext,
@@ -580,131 +520,3 @@ class _Importer:
             self.convert_node(node, scope, name, opset, source, attrs)
         return [scope.lookup(o) for o in fn.output]
 
-    # --- after each node: provenance and folding ----------------------------------------------
-    def finish(self, outs: list[Expr | None], source: str) -> list[Expr | None]:
-        """Stamp new calls with ``source`` and fold every new subexpression of constants only."""
-        roots = [o for o in outs if o is not None]
-        order: list[Expr] = []
-        seen: set[int] = set()
-        stack: list[tuple[Expr, bool]] = [(r, False) for r in reversed(roots)]
-        while stack:
-            node, expanded = stack.pop()
-            if expanded:
-                order.append(node)
-                continue
-            if id(node) in seen or id(node) in self.known:
-                continue
-            seen.add(id(node))
-            stack.append((node, True))
-            for c in reversed(children(node)):
-                if id(c) not in seen and id(c) not in self.known:
-                    stack.append((c, False))
-        memo: dict[int, Expr] = {}
-        constant: dict[int, bool] = {}  # built only from constants (id of the rebuilt node)
-        for node in order:
-            kids = tuple(memo.get(id(c), c) for c in children(node))
-            new = rebuild(node, kids)
-            if isinstance(new, Call) and not new.source_names:
-                new = Call(new.op, new.args, new.attrs, source_names=(source,))
-            is_const = isinstance(new, Constant) or (
-                bool(kids) and not isinstance(new, (Var, Function))
-                and all(constant.get(id(k), isinstance(k, Constant)) for k in kids))
-            if is_const and not isinstance(new, Constant):
-                new = self.fold(new)  # the largest constant subexpressions become Constants
-            constant[id(new)] = is_const
-            memo[id(node)] = new
-        result: list[Expr | None] = []
-        for o in outs:
-            if o is None:
-                result.append(None)
-                continue
-            new = memo.get(id(o), o)
-            self.type_of(new)  # type errors surface here, attributed to this node
-            result.append(self.register(new))
-        for new in memo.values():
-            self.register(new)
-        return result
-
-    def fold(self, expr: Expr) -> Expr:
-        """Evaluate a constant-only expression into a Constant."""
-        from kiln.interpreter import evaluate
-
-        if not isinstance(self.type_of(expr), TensorType):
-            return expr
-        value = evaluate(expr)
-        return Constant(np.array(value, order="C"))
-
-    # --- types and values for converters ------------------------------------------------------
-    def type_of(self, expr: Expr) -> Type:
-        """The type of ``expr``, inferring only the nodes not typed yet.
-
-        Type inference over the whole graph below ``expr`` at every node would make a
-        node-by-node import quadratic; this walk stops at typed nodes.
-        """
-        if expr.has_type:
-            return expr.checked_type
-        order: list[Expr] = []
-        seen: set[int] = set()
-        stack: list[tuple[Expr, bool]] = [(expr, False)]
-        while stack:
-            node, expanded = stack.pop()
-            if expanded:
-                order.append(node)
-            elif id(node) not in seen and not node.has_type:
-                seen.add(id(node))
-                stack.append((node, True))
-                stack.extend((c, False) for c in children(node) if not c.has_type)
-        for node in order:
-            node._set_checked_type(_node_type(node))
-        return expr.checked_type
-
-    def inputs_of(self, expr: Expr) -> list[str]:
-        """Names of the graph inputs ``expr`` depends on."""
-        inputs = {id(v) for v in self.inputs}
-        return [v.name_hint for v in free_vars(expr) if id(v) in inputs]
-
-    def value_of(self, expr: Expr) -> np.ndarray | None:
-        """The value of ``expr`` when it is known at import (constants, params, folded)."""
-        if isinstance(expr, Constant):
-            return expr.value
-        if isinstance(expr, Var):
-            return self.var_values.get(id(expr))
-        if not self.var_values:
-            return None  # constant-only subexpressions are already folded into Constants
-        cached = self.values.get(id(expr))
-        if cached is not None and cached[0] is expr:
-            return cached[1]
-        fvs = free_vars(expr)
-        value: np.ndarray | None = None
-        if all(id(v) in self.var_values for v in fvs) and isinstance(self.type_of(expr), TensorType):
-            from kiln.interpreter import evaluate
-
-            value = np.asarray(evaluate(Function(fvs, expr), [self.var_values[id(v)] for v in fvs]))
-        self.values[id(expr)] = (expr, value)
-        return value
-
-
-def _node_type(node: Expr) -> Type:
-    """The type of a node whose children are typed (the node kinds converters build)."""
-    if isinstance(node, Constant):
-        return node.tensor_type
-    if isinstance(node, Var):
-        if node.type_annotation is None:
-            raise KilnTypeError(f"variable %{node.name_hint} has no type")
-        return node.type_annotation
-    if isinstance(node, Tuple):
-        return TupleType(tuple(f.checked_type for f in node.fields))
-    if isinstance(node, TupleGetItem):
-        ty = node.tuple_value.checked_type
-        if not isinstance(ty, TupleType) or not 0 <= node.index < len(ty.fields):
-            raise KilnTypeError(f"projection .{node.index} of {format_type(ty)}")
-        return ty.fields[node.index]
-    if isinstance(node, Call) and isinstance(node.op, Op):
-        op_def = get_op_def(node.op.name)
-        arg_types = [a.checked_type for a in node.args]
-        try:
-            return op_def.type_rel(arg_types, node.attrs)
-        except KilnTypeError as e:
-            shown = ", ".join(format_type(t) for t in arg_types)
-            raise KilnTypeError(f"{e}; argument types ({shown})") from None
-    raise KilnTypeError(f"cannot type {type(node).__name__} nodes during import")
