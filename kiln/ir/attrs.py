@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -38,6 +38,10 @@ class Attrs:
     type_key: ClassVar[str] = "Attrs"
     # fields printed even when equal to their default (TVM prints e.g. ``units=None`` for dense)
     always_print: ClassVar[tuple[str, ...]] = ()
+
+    if TYPE_CHECKING:
+        # the fields are declared by each subclass (one per op family): a checker sees any name
+        def __getattr__(self, name: str) -> Any: ...
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):  # type: ignore[arg-type]

@@ -50,6 +50,7 @@ class Expr:
 
     __slots__ = ("__weakref__", "_checked_type")
     _fields: tuple[str, ...] = ()
+    _checked_type: Type | None
 
     def _set(self, **values: Any) -> None:
         for k, v in values.items():
@@ -188,6 +189,7 @@ class Op(Expr):
 
     __slots__ = ("name",)
     _fields = ("name",)
+    name: str
     _table: dict[str, Op] = {}
 
     def __init__(self, name: str):
@@ -235,6 +237,9 @@ class Var(Expr):
 
     __slots__ = ("name_hint", "type_annotation", "vid")
     _fields = ("name_hint", "type_annotation")
+    name_hint: str
+    type_annotation: Type | None
+    vid: int
 
     def __init__(self, name_hint: str, type_annotation: Type | None = None):
         self._set(name_hint=str(name_hint), type_annotation=type_annotation, vid=next(_var_ids))
@@ -254,6 +259,7 @@ class Constant(Expr):
 
     __slots__ = ("value",)
     _fields = ("value",)
+    value: np.ndarray
 
     def __init__(self, value: Any):
         if hasattr(value, "numpy") and not isinstance(value, np.ndarray):
@@ -307,6 +313,10 @@ class Call(Expr):
 
     __slots__ = ("args", "attrs", "op", "source_names")
     _fields = ("op", "args", "attrs", "source_names")
+    op: Expr
+    args: tuple[Expr, ...]
+    attrs: Attrs | None
+    source_names: tuple[str, ...]
 
     def __init__(
         self,
@@ -348,6 +358,7 @@ class Tuple(Expr):
 
     __slots__ = ("fields",)
     _fields = ("fields",)
+    fields: tuple[Expr, ...]
 
     def __init__(self, fields: Sequence[Expr], span: Any = None):
         self._set(fields=tuple(_to_expr(f) for f in fields))
@@ -374,6 +385,8 @@ class TupleGetItem(Expr):
 
     __slots__ = ("index", "tuple_value")
     _fields = ("tuple_value", "index")
+    tuple_value: Expr
+    index: int
 
     def __init__(self, tuple_value: Expr, index: int, span: Any = None):
         self._set(tuple_value=tuple_value, index=int(index))
@@ -404,6 +417,10 @@ class Function(Expr):
 
     __slots__ = ("attrs", "body", "params", "ret_type")
     _fields = ("params", "body", "ret_type", "attrs")
+    params: tuple[Var, ...]
+    body: Expr
+    ret_type: Type | None
+    attrs: DictAttrs
 
     def __init__(
         self,
@@ -451,6 +468,7 @@ class GlobalVar(Expr):
 
     __slots__ = ("name_hint",)
     _fields = ("name_hint",)
+    name_hint: str
 
     def __init__(self, name_hint: str, type_annot: Any = None):
         self._set(name_hint=str(name_hint))
@@ -479,6 +497,9 @@ class If(Expr):
 
     __slots__ = ("cond", "else_branch", "then_branch")
     _fields = ("cond", "then_branch", "else_branch")
+    cond: Expr
+    then_branch: Expr
+    else_branch: Expr
 
     def __init__(self, cond: Expr, then_branch: Expr, else_branch: Expr):
         self._set(cond=cond, then_branch=then_branch, else_branch=else_branch)
@@ -492,6 +513,9 @@ class Let(Expr):
 
     __slots__ = ("body", "value", "var")
     _fields = ("var", "value", "body")
+    var: Var
+    value: Expr
+    body: Expr
 
     def __init__(self, var: Var, value: Expr, body: Expr):
         self._set(var=var, value=value, body=body)

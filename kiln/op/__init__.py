@@ -19,12 +19,20 @@ family               operators
 ===================  ==========================================================================
 """
 
+from typing import TYPE_CHECKING
+
 from kiln.op import algorithm, conv, deformable_conv, elemwise, image, nn, pool, reduce, transform, vision
 from kiln.op.algorithm import *
 from kiln.op.elemwise import *
 from kiln.op.reduce import *
 from kiln.op.registry import OpDef, OpPattern, all_ops, get_op_def, make_call, register_op
 from kiln.op.transform import *
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    # elemwise's builders are made from its tables (see kiln.op.elemwise.__getattr__)
+    def __getattr__(name: str) -> Any: ...
 
 # Family modules are attributes (kiln.op.nn, ...) but not star-exported: ``relay`` has its own
 # ``nn`` and ``transform`` namespaces.

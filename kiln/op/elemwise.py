@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -333,6 +333,11 @@ def _make_binary(name: str) -> Callable[[Any, Any], Call]:
     build.__name__ = name
     build.__doc__ = f"Broadcasting ``{name}`` of ``lhs`` and ``rhs``."
     return build
+
+
+if TYPE_CHECKING:
+    # the builders below are made from the tables; a type checker sees them through this
+    def __getattr__(name: str) -> Any: ...
 
 
 for _name in UNARY_OPS:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +48,8 @@ __all__ = [
     "tensor_type",
 ]
 
-RewriteFn = Callable[[Expr], Expr | None]
+# the node a rule sees is of the kind its ``match`` names (a Call for an op name)
+RewriteFn = Callable[[Any], Expr | None]
 
 # How far below a matched call the driver looks for consumed calls whose names it carries over.
 _PROVENANCE_DEPTH = 3
