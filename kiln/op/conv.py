@@ -281,7 +281,8 @@ def conv_plan(op: str, nsp: int, transpose: bool, data: TensorType, weight: Tens
                     out_shape, out_primal, as_dtype(attrs.out_dtype or data.dtype))
 
 
-def _make_conv_op(name: str, nsp: int, transpose: bool, attrs_type: type, doc: str) -> None:
+def _make_conv_op(name: str, nsp: int, transpose: bool, attrs_type: type, doc: str,
+                  blocked: bool = False) -> None:
     def rel(types: list[Type], attrs: Any) -> Type:
         data = tensor_arg(types, 0, name, "data")
         weight = tensor_arg(types, 1, name, "weight")
@@ -299,8 +300,11 @@ def _make_conv_op(name: str, nsp: int, transpose: bool, attrs_type: type, doc: s
                      plan.out_primal_shape[2:], np_dtype(plan.out_dtype))
         return plan.out_layout.from_primal(out, plan.data_primal)
 
+    spatial = "DHW"[3 - nsp:]
     register_op(name, num_inputs=2, type_rel=rel, reference=reference,
-                pattern=OpPattern.OUT_ELEMWISE_FUSABLE, attrs_type=attrs_type, doc=doc)
+                pattern=OpPattern.OUT_ELEMWISE_FUSABLE, attrs_type=attrs_type, doc=doc,
+                kernel_layout="" if blocked else ("IO" if transpose else "OI") + spatial,
+                fold_scale="conv" if not (transpose or blocked) and nsp > 1 else "")
 
 
 _make_conv_op("nn.conv1d", 1, False, Conv1DAttrs, "1-d convolution")
@@ -310,9 +314,9 @@ _make_conv_op("nn.conv1d_transpose", 1, True, Conv1DTransposeAttrs, "1-d transpo
 _make_conv_op("nn.conv2d_transpose", 2, True, Conv2DTransposeAttrs, "2-d transposed convolution")
 _make_conv_op("nn.conv3d_transpose", 3, True, Conv3DTransposeAttrs, "3-d transposed convolution")
 _make_conv_op("nn.contrib_conv2d_NCHWc", 2, False, Conv2DAttrs,
-              "2-d convolution on channel-blocked data (NCHW[x]c, kernel OIHW[x]i[y]o)")
+              "2-d convolution on channel-blocked data (NCHW[x]c, kernel OIHW[x]i[y]o)", blocked=True)
 _make_conv_op("nn.contrib_depthwise_conv2d_NCHWc", 2, False, Conv2DAttrs,
-              "depthwise 2-d convolution on channel-blocked data (kernel OIHW1i[y]o)")
+              "depthwise 2-d convolution on channel-blocked data (kernel OIHW1i[y]o)", blocked=True)
 
 
 # --- builders (TVM's relay.nn signatures) ------------------------------------------------------

@@ -200,7 +200,11 @@ def _register_binary(name: str, ref: _BinaryRef, kind: str, rule: str) -> None:
             return _result(out_type, ref(args[0], args[1]))
 
     register_op(name, num_inputs=2, type_rel=rel, reference=reference, pattern=OpPattern.BROADCAST,
-                doc=f"broadcasting {name}")
+                doc=f"broadcasting {name}", fold_scale=_FOLD_SCALE.get(name, ""))
+
+
+# FoldScaleAxis passes a per-channel scale through these (OpDef.fold_scale)
+_FOLD_SCALE = {"add": "add", "subtract": "add", "multiply": "multiply"}
 
 
 for _name, (_ref, _kind, _rule) in UNARY_OPS.items():

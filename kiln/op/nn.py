@@ -141,7 +141,7 @@ def _matmul_ref(a: np.ndarray, b: np.ndarray, transpose_a: bool, transpose_b: bo
     return to_out(np.matmul(a64, b64), out_type)
 
 
-register_op("nn.dense", num_inputs=2,
+register_op("nn.dense", fold_scale="dense", num_inputs=2,
             type_rel=lambda types, attrs: _matmul_rel("nn.dense", types, attrs, False, True),
             reference=lambda args, attrs, out: _matmul_ref(args[0], args[1], False, True, out),
             pattern=OpPattern.OUT_ELEMWISE_FUSABLE, attrs_type=DenseAttrs,
@@ -248,7 +248,8 @@ def _bias_add_ref(args: list[np.ndarray], attrs: BiasAddAttrs, out_type: Type) -
 
 
 register_op("nn.bias_add", num_inputs=2, type_rel=_bias_add_rel, reference=_bias_add_ref,
-            pattern=OpPattern.BROADCAST, attrs_type=BiasAddAttrs, doc="add a bias along an axis")
+            pattern=OpPattern.BROADCAST, attrs_type=BiasAddAttrs, doc="add a bias along an axis",
+            layout="bias_add", fold_scale="bias_add")
 
 
 def _relu_rel(types: list[Type], attrs: Any) -> Type:
@@ -258,10 +259,10 @@ def _relu_rel(types: list[Type], attrs: Any) -> Type:
     return data
 
 
-register_op("nn.relu", num_inputs=1, type_rel=_relu_rel,
+register_op("nn.relu", fold_scale="activation", num_inputs=1, type_rel=_relu_rel,
             reference=lambda args, attrs, out: to_out(np.maximum(args[0], 0), out),
             pattern=OpPattern.ELEMWISE, doc="max(x, 0)")
-register_op("nn.leaky_relu", num_inputs=1,
+register_op("nn.leaky_relu", fold_scale="activation", num_inputs=1,
             type_rel=lambda types, attrs: float_arg(types, 0, "nn.leaky_relu", "data"),
             reference=lambda args, attrs, out: to_out(
                 np.where(args[0] > 0, args[0].astype(np.float64),
@@ -282,7 +283,7 @@ def _prelu_ref(args: list[np.ndarray], attrs: PReluAttrs, out_type: Type) -> np.
     return to_out(np.where(x > 0, x, along_axis(alpha.astype(np.float64), x.ndim, axis) * x), out_type)
 
 
-register_op("nn.prelu", num_inputs=2, type_rel=_prelu_rel, reference=_prelu_ref,
+register_op("nn.prelu", layout="axis", num_inputs=2, type_rel=_prelu_rel, reference=_prelu_ref,
             pattern=OpPattern.BROADCAST, attrs_type=PReluAttrs,
             doc="x if x > 0 else alpha[channel] * x")
 
@@ -311,7 +312,7 @@ def _register_softmax(name: str, log: bool, doc: str) -> None:
         normalize_axis(attrs.axis, data.ndim, name)
         return data
 
-    register_op(name, num_inputs=1, type_rel=rel,
+    register_op(name, num_inputs=1, type_rel=rel, layout="axis",
                 reference=lambda args, attrs, out: _softmax_ref(args, attrs, out, log),
                 pattern=OpPattern.OUT_ELEMWISE_FUSABLE, attrs_type=SoftmaxAttrs, doc=doc)
 
@@ -335,7 +336,7 @@ def _dropout_rel(types: list[Type], attrs: DropoutAttrs) -> Type:
     return TupleType((data, data))
 
 
-register_op("nn.dropout", num_inputs=1, type_rel=_dropout_rel,
+register_op("nn.dropout", stateful=True, num_inputs=1, type_rel=_dropout_rel,
             reference=lambda args, attrs, out: (args[0].copy(), np.ones_like(args[0])),
             pattern=OpPattern.OPAQUE, attrs_type=DropoutAttrs,
             doc="inference dropout: (data, all-ones mask)")

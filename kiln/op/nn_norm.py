@@ -87,7 +87,7 @@ def _batch_norm_ref(args: list[np.ndarray], attrs: BatchNormAttrs, out_type: Typ
     return to_out(_affine(y, gamma, beta, axis, attrs), out_type.fields[0]), mean.copy(), var.copy()
 
 
-register_op("nn.batch_norm", num_inputs=5, type_rel=_batch_norm_rel, reference=_batch_norm_ref,
+register_op("nn.batch_norm", layout="axis", num_inputs=5, type_rel=_batch_norm_rel, reference=_batch_norm_ref,
             pattern=OpPattern.OUT_ELEMWISE_FUSABLE, attrs_type=BatchNormAttrs,
             doc="inference batch normalisation: (normalised data, moving_mean, moving_var)")
 
@@ -178,7 +178,7 @@ def _group_norm_ref(args: list[np.ndarray], attrs: GroupNormAttrs, out_type: Typ
     return to_out(_affine(np.moveaxis(y, 1, axis), gamma, beta, axis, attrs), out_type)
 
 
-register_op("nn.layer_norm", num_inputs=3, type_rel=_layer_norm_rel, reference=_layer_norm_ref,
+register_op("nn.layer_norm", layout="axis", num_inputs=3, type_rel=_layer_norm_rel, reference=_layer_norm_ref,
             pattern=OpPattern.OPAQUE, attrs_type=LayerNormAttrs,
             doc="normalise along one axis, then scale and shift")
 register_op("nn.instance_norm", num_inputs=3, type_rel=_instance_norm_rel,

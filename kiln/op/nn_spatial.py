@@ -70,7 +70,7 @@ def _pad_ref(args: list[np.ndarray], attrs: PadAttrs, out_type: Type) -> np.ndar
     return to_out(np.pad(x, widths, mode=_PAD_MODES[attrs.pad_mode]), out_type)
 
 
-register_op("nn.pad", num_inputs=2, type_rel=_pad_rel, reference=_pad_ref,
+register_op("nn.pad", layout="pad", num_inputs=2, type_rel=_pad_rel, reference=_pad_ref,
             pattern=OpPattern.INJECTIVE, attrs_type=PadAttrs,
             doc="pad (or, with negative widths, crop) every axis")
 
@@ -129,7 +129,7 @@ def _space_to_depth_ref(args: list[np.ndarray], attrs: SubPixelAttrs, out_type: 
     return layout.from_primal(y.reshape(n, c * bs * bs, h // bs, w // bs), "NCHW")
 
 
-register_op("nn.depth_to_space", num_inputs=1,
+register_op("nn.depth_to_space", layout="depth_to_space", num_inputs=1,
             type_rel=lambda types, attrs: _subpixel_rel("nn.depth_to_space", types, attrs),
             reference=_depth_to_space_ref, pattern=OpPattern.INJECTIVE, attrs_type=SubPixelAttrs,
             doc="move channel blocks into spatial blocks (DCR or CRD order)")

@@ -222,7 +222,7 @@ def _register_pool(name: str, nsp: int, mode: str, attrs_type: type) -> None:
         return pool_nd(args[0], plan.axes, plan.kernel, plan.strides, plan.dilation, plan.padding,
                        plan.out_sizes, mode, include)
 
-    register_op(name, num_inputs=1, type_rel=rel, reference=reference,
+    register_op(name, num_inputs=1, type_rel=rel, reference=reference, layout="pool" if nsp == 2 else "",
                 pattern=OpPattern.OUT_ELEMWISE_FUSABLE, attrs_type=attrs_type,
                 doc=f"{nsp}-d {mode} pooling")
 

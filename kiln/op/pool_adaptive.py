@@ -131,7 +131,7 @@ def _register_adaptive(name: str, nsp: int, mode: str, attrs_type: type, is_glob
         return adaptive_pool_nd(args[0], axes, sizes, mode)
 
     kind = "global" if is_global else "adaptive"
-    register_op(name, num_inputs=1, type_rel=rel, reference=reference,
+    register_op(name, num_inputs=1, type_rel=rel, reference=reference, layout="pool" if nsp == 2 else "",
                 pattern=OpPattern.OUT_ELEMWISE_FUSABLE, attrs_type=attrs_type,
                 doc=f"{kind} {nsp}-d {mode} pooling")
 

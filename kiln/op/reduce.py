@@ -245,8 +245,10 @@ _REDUCE_OPS = {
 }
 
 for _name, (_ref, _kinds, _doc) in _REDUCE_OPS.items():
+    # layout passes remap the axes of the numeric reductions (all/any stay in their layout)
     register_op(_name, num_inputs=1, type_rel=_make_reduce_rel(_name, _kinds), reference=_ref,
-                pattern=OpPattern.COMM_REDUCE, attrs_type=ReduceAttrs, doc=_doc)
+                pattern=OpPattern.COMM_REDUCE, attrs_type=ReduceAttrs, doc=_doc,
+                layout="reduce" if _kinds != "b" else "")
 
 register_op("argmax", num_inputs=1, type_rel=_make_arg_reduce_rel("argmax"),
             reference=_make_arg_reference("argmax", np.argmax), pattern=OpPattern.COMM_REDUCE,

@@ -22,6 +22,8 @@ from kiln.ir.expr import Call, Expr, Op
 from kiln.ir.types import TensorType, TupleType, Type
 
 __all__ = [
+    "FOLD_SCALE_KINDS",
+    "LAYOUT_KINDS",
     "OpDef",
     "OpPattern",
     "all_ops",
@@ -68,9 +70,21 @@ class OpDef:
     compute : callable or None
         Tensor-expression compute used by code generation (registered by ``kiln.op.compute``).
     hooks : dict
-        Optional per-op rules used by passes (``"convert_layout"``, ``"fold_scale"``, ...).
+        Per-op predicates of external targets (``"target.<name>"``, set by ``register_op_attr``).
     doc : str
         One-line description.
+    layout : str
+        How the op carries a value held in another layout (ConvertLayout's ``NHWC`` held as
+        ``NCHW``, AlterOpLayout's ``NCHW{c}c``); one of :data:`LAYOUT_KINDS`. ``""``: its
+        arguments are converted back to their own layouts first.
+    kernel_layout : str
+        Convolutions: the letters of the kernel (``"OIHW"``, ``"IOHW"`` for transposed ones);
+        ConvertLayout can move the ones with 2 spatial axes to other data layouts.
+    fold_scale : str
+        Its role in FoldScaleAxis, one of :data:`FOLD_SCALE_KINDS` (``""``: scales stop here).
+    stateful : bool
+        Its result is not a function of its arguments alone (``nn.dropout`` in training): never
+        folded or deduplicated.
     """
 
     name: str
@@ -82,12 +96,41 @@ class OpDef:
     compute: Callable[..., Any] | None = None
     hooks: dict[str, Callable[..., Any]] = field(default_factory=dict)
     doc: str = ""
+    layout: str = ""
+    kernel_layout: str = ""
+    fold_scale: str = ""
+    stateful: bool = False
 
     @property
     def op(self) -> Op:
         """The IR node naming this operator."""
         return Op.get(self.name)
 
+
+# How an op carries a value held in another layout (``OpDef.layout``):
+LAYOUT_KINDS = {
+    "": "takes its arguments in their own layouts",
+    "elemwise": "element-wise, result shaped as its one argument: keeps the layout",
+    "broadcast": "broadcasting: keeps the layout of a moved operand, brings the others to it",
+    "axis": "per-axis op (attrs.axis; other arguments are vectors along it): remaps the axis",
+    "bias_add": "as 'axis'; on a blocked channel axis it becomes an add of the blocked bias",
+    "pool": "2-d pooling (attrs.layout): runs in the held layout",
+    "pad": "nn.pad: pads the held layout",
+    "concatenate": "concatenates in the held layout",
+    "reduce": "reduction over attrs.axis: remaps the axes",
+    "layout_transform": "a transform to the held layout is the held value itself",
+    "depth_to_space": "DCR depth-to-space of a channel-blocked value stays blocked",
+}
+# What FoldScaleAxis does at an op (``OpDef.fold_scale``):
+FOLD_SCALE_KINDS = {
+    "": "a scale stops here",
+    "activation": "commutes with a positive per-channel scale (relu, leaky_relu)",
+    "add": "add/subtract: a scale passes when both sides can carry it",
+    "bias_add": "the bias is scaled with the data",
+    "multiply": "a multiply by a per-channel constant is the scale itself",
+    "conv": "convolution: folds into the weight's O (backward) or I (forward) axis",
+    "dense": "dense: folds into the weight's rows (backward) or columns (forward)",
+}
 
 _REGISTRY: dict[str, OpDef] = {}
 
@@ -101,11 +144,31 @@ def register_op(
     pattern: OpPattern,
     attrs_type: type | None = None,
     doc: str = "",
+    layout: str | None = None,
+    kernel_layout: str = "",
+    fold_scale: str = "",
+    stateful: bool = False,
 ) -> OpDef:
-    """Declare an operator; returns its :class:`OpDef` (hooks can be added to it afterwards)."""
+    """Declare an operator; returns its :class:`OpDef`.
+
+    ``layout=None`` derives the layout behaviour from the pattern: ``"elemwise"`` for one-input
+    ELEMWISE ops, ``"broadcast"`` for attribute-less BROADCAST ops of several inputs, else ``""``.
+    """
     if name in _REGISTRY:
         raise ValueError(f"operator {name!r} is registered twice")
-    op_def = OpDef(name, num_inputs, type_rel, reference, pattern, attrs_type, doc=doc)
+    if layout is None:
+        if pattern == OpPattern.ELEMWISE and num_inputs == 1:
+            layout = "elemwise"
+        elif pattern == OpPattern.BROADCAST and num_inputs >= 2 and attrs_type is None:
+            layout = "broadcast"
+        else:
+            layout = ""
+    for what, value, kinds in (("layout", layout, LAYOUT_KINDS),
+                               ("fold_scale", fold_scale, FOLD_SCALE_KINDS)):
+        if value not in kinds:
+            raise ValueError(f"operator {name!r}: {what}={value!r} is not one of {sorted(kinds)}")
+    op_def = OpDef(name, num_inputs, type_rel, reference, pattern, attrs_type, doc=doc, layout=layout,
+                   kernel_layout=kernel_layout, fold_scale=fold_scale, stateful=stateful)
     _REGISTRY[name] = op_def
     Op._table[name] = Op(name)
     return op_def

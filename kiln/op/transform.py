@@ -453,7 +453,7 @@ def _concatenate_rel(types: list[Type], attrs: ConcatenateAttrs) -> Type:
     return TensorType((*first.shape[:axis], total, *first.shape[axis + 1:]), first.dtype)
 
 
-register_op("concatenate", num_inputs=1, type_rel=_concatenate_rel,
+register_op("concatenate", layout="concatenate", num_inputs=1, type_rel=_concatenate_rel,
             reference=lambda args, attrs, out: as_result(out, np.concatenate(args[0], axis=attrs.axis)),
             pattern=OpPattern.INJECTIVE, attrs_type=ConcatenateAttrs,
             doc="join a tuple of tensors along an existing axis")

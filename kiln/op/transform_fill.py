@@ -109,7 +109,8 @@ def _broadcast_to_like_rel(types: list[Type], attrs: Any) -> Type:
 
 
 register_op("broadcast_to_like", num_inputs=2, type_rel=_broadcast_to_like_rel, reference=_broadcast_ref,
-            pattern=OpPattern.BROADCAST, doc="broadcast to another tensor's shape")
+            pattern=OpPattern.BROADCAST, doc="broadcast to another tensor's shape",
+            layout="")  # its second operand gives a shape, not values
 
 
 def broadcast_to_like(data: Expr, broadcast_type: Expr) -> Call:

@@ -153,7 +153,7 @@ def _layout_transform_ref(args: list[np.ndarray], attrs: LayoutTransformAttrs, o
     return np.transpose(split, [position[(a, bool(b))] for a, b in dst])
 
 
-register_op("layout_transform", num_inputs=1, type_rel=_layout_transform_rel,
+register_op("layout_transform", layout="layout_transform", num_inputs=1, type_rel=_layout_transform_rel,
             reference=_layout_transform_ref, pattern=OpPattern.INJECTIVE,
             attrs_type=LayoutTransformAttrs, doc="move data between layouts (NCHW <-> NCHW8c, ...)")
 

@@ -40,7 +40,7 @@ from kiln.target import Target
 from kiln.te import dispatch as te_dispatch
 from kiln.transform.alter_op_layout import log_has_task, tvm_task_dags
 from kiln.transform.pass_infra import FunctionPass, PassContext, PassInfo
-from kiln.transform.rewrite import Rule, graph_rewrite, tensor_type
+from kiln.transform.rewrite import Rule, call_attrs, graph_rewrite, tensor_type
 
 __all__ = ["MIN_ROWS", "AlterBatchMatmul", "alter_batch_matmul", "padded_columns"]
 
@@ -77,7 +77,7 @@ def _rewrite(call: Call, lanes_of: dict[str, int]) -> Expr | None:
     """``batch_matmul(a, b)`` with ``B`` transposed and/or padded (see the module docstring)."""
     a, b = call.args
     ta, tb, out = tensor_type(a), tensor_type(b), tensor_type(call)
-    attrs = call.attrs
+    attrs = call_attrs(call)
     if ta is None or tb is None or out is None or ta.ndim != 3 or tb.ndim != 3 \
             or ta.dtype != tb.dtype or ta.dtype not in _FLOATS:
         return None

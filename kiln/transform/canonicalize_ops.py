@@ -11,7 +11,7 @@ from kiln.ir.expr import Call, Expr, Function
 from kiln.ir.module import IRModule
 from kiln.transform.pass_infra import FunctionPass, PassContext, PassInfo
 from kiln.transform.pattern_utils import expand_bias_to_match_axis
-from kiln.transform.rewrite import Rule, graph_rewrite, tensor_type
+from kiln.transform.rewrite import Rule, call_attrs, graph_rewrite, tensor_type
 
 __all__ = ["CanonicalizeOps", "canonicalize_ops", "pm_canonicalize_ops"]
 
@@ -21,7 +21,7 @@ def _bias_add(call: Call) -> Expr | None:
     data = tensor_type(call.args[0])
     if data is None:
         return None
-    axis = call.attrs.axis % data.ndim if data.ndim else 0
+    axis = call_attrs(call).axis % data.ndim if data.ndim else 0
     return K.add(call.args[0], expand_bias_to_match_axis(call.args[1], data.ndim, [axis]))
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from kiln.ir.expr import Call, Constant, Expr, Function, Op, Tuple, TupleGetItem
 from kiln.ir.module import IRModule
 from kiln.ir.visitor import post_order, rewrite
-from kiln.transform.fold_constant import STATEFUL_OPS
+from kiln.op.registry import get_op_def
 from kiln.transform.pass_infra import FunctionPass, PassContext, PassInfo
 
 __all__ = ["EliminateCommonSubexpr", "eliminate_common_subexpr"]
@@ -40,7 +40,7 @@ class _Classes:
 
     def key(self, node: Expr) -> Any:
         if isinstance(node, Call):
-            if not isinstance(node.op, Op) or not node.args or node.op.name in STATEFUL_OPS:
+            if not isinstance(node.op, Op) or not node.args or get_op_def(node.op.name).stateful:
                 return None
             if self.fskip is not None and self.fskip(node):
                 return None

@@ -28,10 +28,6 @@ from kiln.transform.rewrite import Rule, graph_rewrite, tensor_type
 
 __all__ = ["FoldConstant", "FoldConstantExpr", "fold_constant", "pm_fold_constant"]
 
-# Operators whose result is not a pure function of their arguments (TVM's TOpIsStateful).
-STATEFUL_OPS = frozenset({"nn.dropout"})
-
-
 def _is_constant(expr: Expr) -> bool:
     if isinstance(expr, Constant):
         return True
@@ -53,11 +49,11 @@ def _to_expr(value: Any) -> Expr:
 
 def _fold_call(call: Call) -> Expr | None:
     """``op(c1, c2, ...)`` with constant arguments -> the constant it evaluates to."""
-    if not isinstance(call.op, Op) or not call.args or call.op.name in STATEFUL_OPS:
-        return None
-    if not all(_is_constant(a) for a in call.args):
+    if not isinstance(call.op, Op) or not call.args:
         return None
     op_def = get_op_def(call.op.name)
+    if op_def.stateful or not all(_is_constant(a) for a in call.args):
+        return None
     with np.errstate(all="ignore"):
         out = op_def.reference([_value(a) for a in call.args], call.attrs, call.checked_type)
     if isinstance(out, list):

@@ -32,6 +32,7 @@ from kiln.ir.expr import Call, Expr, Function, If, Let, Op, Tuple
 from kiln.ir.module import IRModule
 from kiln.ir.types import TensorType
 from kiln.ir.visitor import children, post_order, rebuild, rewrite
+from kiln.op.registry import get_op_def
 from kiln.transform.fold_constant import FoldConstant
 from kiln.transform.pass_infra import FunctionPass, PassContext, PassInfo, Sequential
 from kiln.transform.pattern_utils import (
@@ -50,9 +51,12 @@ __all__ = [
     "forward_fold_scale_axis",
 ]
 
-_ACTIVATIONS = ("nn.relu", "nn.leaky_relu")
-_ADD_SUB = ("add", "subtract")
-_CONVS = ("nn.conv2d", "nn.conv3d")
+
+
+def _kind(expr: Expr) -> str:
+    """The FoldScaleAxis role of a call's operator (``OpDef.fold_scale``; ``""`` for others)."""
+    name = op_name(expr)
+    return get_op_def(name).fold_scale if name is not None else ""
 
 
 @dataclass(frozen=True)
@@ -150,21 +154,21 @@ Value = Expr | _Scaled
 
 def _forward_prep(call: Call, out: Message | None) -> list[Message | None]:
     """Messages a call sends to its arguments (TVM's ``FScaleAxisForwardPrep``)."""
-    name = op_name(call)
+    kind = _kind(call)
     none: list[Message | None] = [None] * len(call.args)
-    if name in _ACTIVATIONS:
+    if kind == "activation":
         return [Message(out.axes, True) if out is not None else None]
-    if name in _ADD_SUB and out is not None:
+    if kind == "add" and out is not None:
         lhs, rhs = _ttype(call.args[0]), _ttype(call.args[1])
         if match_broadcast_to_left_axes(lhs, rhs, out.axes):
             return [out, None]
         if match_broadcast_to_left_axes(rhs, lhs, out.axes):
             return [None, out]
-    if name in _CONVS:
+    if kind == "conv":
         axes = _conv_axes(call)
         if axes is not None:
             return [Message((axes.data_c,), False), None]
-    if name == "nn.dense":
+    if kind == "dense":
         return [Message((1,), False), None]
     return none
 
@@ -226,21 +230,21 @@ class _ForwardFolder:
         return value.realize() if isinstance(value, _Scaled) else value
 
     def rewrite_call(self, call: Call, args: list[Value]) -> Value | None:
-        name = op_name(call)
-        if name == "multiply":
+        kind = _kind(call)
+        if kind == "multiply":
             return self.multiply(call, args)
         scaled = [a for a in args if isinstance(a, _Scaled)]
         if not scaled:
             return None
-        if name in _ACTIVATIONS:
+        if kind == "activation":
             s = args[0]
             assert isinstance(s, _Scaled)
             return _Scaled(_with(call, [s.value]), s.axes, s.scale, s.names)
-        if name in _ADD_SUB:
+        if kind == "add":
             return self.add_sub(call, args)
-        if name in _CONVS:
+        if kind == "conv":
             return self.conv(call, args)
-        if name == "nn.dense":
+        if kind == "dense":
             return self.dense(call, args)
         return None
 
@@ -309,10 +313,10 @@ def _use_counts(fn: Function) -> dict[int, int]:
 
 def _backward_prep(call: Call, ins: list[Message | None]) -> Message | None:
     """The scaling axes a call's output may absorb (TVM's ``FScaleAxisBackwardPrep``)."""
-    name = op_name(call)
-    if name in _ACTIVATIONS:
+    kind = _kind(call)
+    if kind == "activation":
         return Message(ins[0].axes, True) if ins[0] is not None else None
-    if name in _ADD_SUB:
+    if kind == "add":
         lhs, rhs = _ttype(call.args[0]), _ttype(call.args[1])
         if ins[0] is not None and match_broadcast_to_left_axes(lhs, rhs, ins[0].axes):
             return ins[0]
@@ -322,15 +326,15 @@ def _backward_prep(call: Call, ins: list[Message | None]) -> Message | None:
                 lhs.shape == rhs.shape:
             return ins[0]
         return None
-    if name in _CONVS:
+    if kind == "conv":
         axes = _conv_axes(call)
         return Message((axes.out_c,), False) if axes is not None else None
-    if name == "nn.bias_add":
+    if kind == "bias_add":
         ndim = _ttype(call.args[0]).ndim
         if ins[0] is not None and ins[0].axes == (call.attrs.axis % ndim,):
             return ins[0]
         return None
-    if name == "nn.dense":
+    if kind == "dense":
         return Message((1,), False)
     return None
 
@@ -359,7 +363,7 @@ class _BackwardFolder:
         return rewrite(self.fn, self.visit, into_functions=False, memo=self.memo)
 
     def visit(self, new: Expr, old: Expr) -> Expr | None:
-        if op_name(old) != "multiply":
+        if _kind(old) != "multiply":
             return None
         assert isinstance(old, Call)
         for i in (0, 1):
@@ -378,10 +382,10 @@ class _BackwardFolder:
 
     def scaled_args(self, node: Call) -> list[Expr]:
         """Arguments of a node on the scale's path that take the scale too."""
-        name = op_name(node)
-        if name in _ACTIVATIONS or name == "nn.bias_add":
+        kind = _kind(node)
+        if kind == "activation" or kind == "bias_add":
             return [node.args[0]]
-        if name in _ADD_SUB:
+        if kind == "add":
             with_msg = [a for a in node.args if id(a) in self.messages]
             return with_msg
         return []
@@ -406,17 +410,17 @@ class _BackwardFolder:
 
     def transform(self, node: Call, msg: Message, scale: Expr, built: dict[int, Expr],
                   multiply: Call) -> Expr:
-        name = op_name(node)
+        kind = _kind(node)
 
         def arg(i: int) -> Expr:
             a = node.args[i]
             return built.get(id(a)) or self.memo[id(a)]
 
-        if name in _ACTIVATIONS:
+        if kind == "activation":
             return _with(node, [arg(0)])
-        if name == "nn.bias_add":
+        if kind == "bias_add":
             return _with(node, [arg(0), K.multiply(arg(1), scale)])
-        if name in _ADD_SUB:
+        if kind == "add":
             lhs, rhs = arg(0), arg(1)
             if id(node.args[0]) not in built:
                 lhs = K.multiply(lhs, _reshape_or_expand(scale, _ttype(node.args[1]).shape, msg.axes))
@@ -424,12 +428,12 @@ class _BackwardFolder:
                 rhs = K.multiply(rhs, _reshape_or_expand(scale, _ttype(node.args[0]).shape, msg.axes))
             return _with(node, [lhs, rhs])
         names = _merge_names(node.source_names, multiply.source_names)
-        if name in _CONVS:
+        if kind == "conv":
             axes = _conv_axes(node)
             assert axes is not None
             weight = _scale_weight(arg(1), scale, axes.kernel_ndim, axes.kernel_o)
             return _with(node, [arg(0), weight], names)
-        assert name == "nn.dense", f"no backward scale folding for {name}"
+        assert kind == "dense", f"no backward scale folding for {op_name(node)}"
         return _with(node, [arg(0), _scale_weight(arg(1), scale, 2, 0)], names)
 
 

@@ -43,7 +43,7 @@ from kiln.transform.graph_partitioner import (
 )
 from kiln.transform.inline import bind_function
 from kiln.transform.pass_infra import FunctionPass, PassContext, PassInfo
-from kiln.transform.rewrite import ensure_types
+from kiln.transform.rewrite import call_attrs, ensure_types
 from kiln.transform.simplify_expr import RESHAPE_OPS
 
 __all__ = [
@@ -108,7 +108,7 @@ def _is_row_softmax(expr: Expr) -> bool:
     if not (isinstance(expr, Call) and isinstance(expr.op, Op) and expr.op.name in ROW_SOFTMAX_OPS):
         return False
     ty = expr.checked_type
-    return isinstance(ty, TensorType) and ty.ndim > 0 and int(expr.attrs.axis) % ty.ndim == ty.ndim - 1
+    return isinstance(ty, TensorType) and ty.ndim > 0 and int(call_attrs(expr).axis) % ty.ndim == ty.ndim - 1
 
 
 def _elementwise_path(kind: OpPattern, is_sink: bool) -> bool:

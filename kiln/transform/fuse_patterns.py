@@ -66,7 +66,7 @@ from kiln.op.registry import get_op_def
 from kiln.target import Target
 from kiln.transform.alter_batch_matmul import padded_columns
 from kiln.transform.pass_infra import FunctionPass, PassContext, PassInfo
-from kiln.transform.rewrite import ensure_types, is_op, op_name, scalar_value, tensor_type
+from kiln.transform.rewrite import call_attrs, ensure_types, is_op, op_name, scalar_value, tensor_type
 
 __all__ = [
     "FuseLayerNorm",
@@ -115,7 +115,7 @@ def _last_axis_mean(expr: Expr) -> Expr | None:
 
 def _reduces_last_axis(call: Call) -> bool:
     x = tensor_type(call.args[0])
-    attrs = call.attrs
+    attrs = call_attrs(call)
     if x is None or x.ndim == 0 or x.dtype not in _FLOAT_DTYPES or attrs.axis is None:
         return False
     axes = tuple(int(a) % x.ndim for a in attrs.axis)
@@ -149,7 +149,7 @@ def _variance_calls(v: Expr, c: Expr, x: Expr, mean: Call) -> list[Call] | None:
     if is_op(v, "variance"):
         assert isinstance(v, Call)
         data, m = v.args
-        if data is not x or v.attrs.unbiased or not _reduces_last_axis(v):
+        if data is not x or call_attrs(v).unbiased or not _reduces_last_axis(v):
             return None
         if m is mean:
             return [v]
@@ -441,7 +441,7 @@ def _float_product(expr: Expr) -> bool:
         return False
     assert isinstance(expr, Call)
     types = [tensor_type(a) for a in expr.args]
-    return not expr.attrs.transpose_a and all(
+    return not call_attrs(expr).transpose_a and all(
         t is not None and t.ndim == 3 and t.dtype in _FLOAT_DTYPES for t in types)
 
 
@@ -459,7 +459,7 @@ def _match_padded_softmax(product: Expr) -> _PaddedSoftmax | None:
     if not is_op(node, "nn.softmax") or ty is None:
         return None
     assert isinstance(node, Call)
-    if int(node.attrs.axis) % ty.ndim != ty.ndim - 1:
+    if int(call_attrs(node).axis) % ty.ndim != ty.ndim - 1:
         return None
     softmax, node = node, node.args[0]
     before: list[Call] = []
@@ -498,7 +498,7 @@ def _build_padded(found: _PaddedSoftmax, width: int, memo: dict[int, Expr]) -> C
     assert ty is not None
     used = int(ty.shape[-1])
     q, k = (memo.get(id(a), a) for a in scores.args)
-    k = _padded(k, 3, 1 if scores.attrs.transpose_b else 2, width - used)
+    k = _padded(k, 3, 1 if call_attrs(scores).transpose_b else 2, width - used)
     z: Expr = Call(scores.op, [q, k], scores.attrs, source_names=scores.source_names)
     for step in reversed(found.before):
         z = _with_columns(step, z, width)
@@ -510,7 +510,7 @@ def _build_padded(found: _PaddedSoftmax, width: int, memo: dict[int, Expr]) -> C
         probs = _with_columns(step, probs, width)
     product = found.product
     v = memo.get(id(product.args[1]), product.args[1])
-    v = _padded(v, 3, 2 if product.attrs.transpose_b else 1, width - used)
+    v = _padded(v, 3, 2 if call_attrs(product).transpose_b else 1, width - used)
     return Call(product.op, [probs, v], product.attrs, source_names=product.source_names)
 
 

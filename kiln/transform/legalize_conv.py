@@ -46,12 +46,14 @@ from kiln.ir.expr import Call, Expr, Function, Op, const
 from kiln.ir.module import IRModule
 from kiln.ir.types import TensorType
 from kiln.ir.visitor import children, post_order, rebuild
+from kiln.op.conv import Conv2DAttrs, Conv2DTransposeAttrs
 from kiln.op.nn_common import pad_pairs
 from kiln.op.nn_spatial import depth_to_space
 from kiln.op.registry import OpPattern, get_op_def, make_call
 from kiln.target import Target
 from kiln.transform.infer_type import infer_type
 from kiln.transform.pass_infra import ModulePass, PassContext, PassInfo
+from kiln.transform.rewrite import op_name
 
 __all__ = ["LegalizeConv", "legalize_conv", "transpose_phases"]
 
@@ -176,7 +178,7 @@ def _taps(w: Expr, taps_h: tuple[int, ...], taps_w: tuple[int, ...], kernel: tup
 def _conv2d(x: Expr, w: Expr, attrs: Any, strides: tuple[int, int], padding: tuple[int, ...],
             dilation: tuple[int, int], kernel: tuple[int, int], channels: int,
             names: tuple[str, ...]) -> Call:
-    return make_call("nn.conv2d", [x, w], get_op_def("nn.conv2d").attrs_type(
+    return make_call("nn.conv2d", [x, w], Conv2DAttrs(
         strides=strides, padding=padding, dilation=dilation, groups=int(attrs.groups),
         channels=channels, kernel_size=kernel, data_layout="NCHW", kernel_layout="OIHW",
         out_layout="", out_dtype=attrs.out_dtype), source_names=names)
@@ -186,13 +188,13 @@ def _transpose2d(x: Expr, xt: TensorType, w: Expr, wt: TensorType, attrs: Any, o
                  names: tuple[str, ...]) -> _Deferred:
     """Phase decomposition of ``conv2d_transpose`` in ``NCHW``/``IOHW`` (4-d ``x`` and ``w``)."""
     n, c_in, h, wd = xt.shape
-    kernel = tuple(wt.shape[2:])
+    kernel = (wt.shape[2], wt.shape[3])
     c_out_g, groups = wt.shape[1], int(attrs.groups)
     c_out = c_out_g * groups
     strides, dil = tuple(attrs.strides), tuple(attrs.dilation)
     pads = tuple(b for b, _ in pad_pairs(attrs.padding, 2, "nn.conv2d_transpose"))
-    out_hw = tuple(out.shape[2:])
-    q = tuple(-(-o // s) for o, s in zip(out_hw, strides))
+    out_hw = (out.shape[2], out.shape[3])
+    q = (-(-out_hw[0] // strides[0]), -(-out_hw[1] // strides[1]))
     phases = [transpose_phases(s, k, d, p) for s, k, d, p in zip(strides, kernel, dil, pads)]
     target = Target.current() or Target("c")
     if groups == 1 and c_out < target.vector_width(out.dtype):
@@ -216,7 +218,7 @@ def _transpose2d(x: Expr, xt: TensorType, w: Expr, wt: TensorType, attrs: Any, o
     if groups == 1 and same and grid[0][0].taps and grid[0][1].taps:
         py, px = grid[0]
         (pbh, peh, sh, lh), (pbw, pew, sw, lw) = window(py, 0), window(px, 1)
-        weight = K.concatenate([_taps(w, a.taps, b.taps, kernel, 1, c_in, c_out, wt.dtype)
+        weight: Expr = K.concatenate([_taps(w, a.taps, b.taps, kernel, 1, c_in, c_out, wt.dtype)
                                 for a, b in grid], axis=0)
         conv = _conv2d(x, weight, attrs, (1, 1), (pbh, pbw, peh, pew),
                        (py.dilation, px.dilation), (len(py.taps), len(px.taps)),
@@ -330,10 +332,11 @@ class _Legalizer:
         return K.expand_dims(self.expr(old), 2)
 
     def convolution(self, call: Call) -> _Deferred | None:
-        attrs, name = call.attrs, call.op.name
+        attrs, name = call.attrs, op_name(call)
+        assert attrs is not None and name is not None, "visit() passes convolutions, which carry attrs"
         xt, wt, out = (call.args[0].checked_type, call.args[1].checked_type, call.checked_type)
-        if not all(isinstance(t, TensorType) for t in (xt, wt, out)) or attrs.out_layout not in (
-                "", attrs.data_layout):
+        if not (isinstance(xt, TensorType) and isinstance(wt, TensorType) and isinstance(out, TensorType)
+                ) or attrs.out_layout not in ("", attrs.data_layout):
             return None
         names = call.source_names
         if name == "nn.conv2d_transpose":
@@ -354,7 +357,7 @@ class _Legalizer:
         x4 = TensorType((xt.shape[0], xt.shape[1], 1, xt.shape[2]), xt.dtype)
         w4 = TensorType((wt.shape[0], wt.shape[1], 1, wt.shape[2]), wt.dtype)
         out4 = TensorType((out.shape[0], out.shape[1], 1, out.shape[2]), out.dtype)
-        attrs2 = get_op_def("nn.conv2d_transpose").attrs_type(
+        attrs2 = Conv2DTransposeAttrs(
             strides=(1, attrs.strides[0]), padding=(0, pb, 0, pe), dilation=(1, attrs.dilation[0]),
             output_padding=(0, attrs.output_padding[0]), groups=attrs.groups,
             out_dtype=attrs.out_dtype)
@@ -366,7 +369,9 @@ class _Legalizer:
     def epilogue(self, call: Call) -> _Deferred | None:
         """``f(finish(parts), c) -> finish(f(part, c'))`` for element-wise ``f`` and per-channel
         (or, on a conv1d result, any non-growing) operands ``c``."""
-        op = get_op_def(call.op.name)
+        name = op_name(call)
+        assert name is not None, "visit() passes only calls of primitive ops"
+        op = get_op_def(name)
         held = {k: v for k, a in enumerate(call.args)
                 if isinstance(v := self.memo.get(id(a)), _Deferred)}
         out = call.checked_type
@@ -383,7 +388,7 @@ class _Legalizer:
         if not dfr.squeeze_only and self.uses[id(call.args[first])] != 1:
             return None
         axis = getattr(call.attrs, "axis", None)
-        if call.op.name == "nn.bias_add":
+        if name == "nn.bias_add":
             if axis is None or axis % out.ndim != 1:
                 return None
         elif axis is not None:
@@ -394,7 +399,7 @@ class _Legalizer:
                 if k in held:
                     args.append(held[k].parts[i])
                     continue
-                adapted = self.operand(arg, dfr, call.op.name == "nn.bias_add")
+                adapted = self.operand(arg, dfr, name == "nn.bias_add")
                 if adapted is None:
                     return None
                 args.append(adapted)

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from kiln.errors import PassError
+from kiln.ir.attrs import Attrs
 from kiln.ir.expr import Call, Constant, Expr, Function, GlobalVar, Op, Tuple, TupleGetItem
 from kiln.ir.module import IRModule
 from kiln.ir.types import TensorType
@@ -38,6 +39,7 @@ from kiln.transform.infer_type import infer_node_type
 __all__ = [
     "PatternMatcher",
     "Rule",
+    "call_attrs",
     "const_array",
     "ensure_types",
     "first_match",
@@ -115,6 +117,17 @@ def op_name(expr: Expr) -> str | None:
 def is_op(expr: Expr, *names: str) -> bool:
     """Whether ``expr`` is a call of one of the operators ``names``."""
     return op_name(expr) in names
+
+
+def call_attrs(call: Call) -> Attrs:
+    """The attributes of a call of an op that always has them (every op with an attrs type).
+
+    Narrows ``Call.attrs`` (``Attrs | None``) for the checker; a call without attributes here is a
+    malformed graph.
+    """
+    attrs = call.attrs
+    assert attrs is not None, f"a call of {op_name(call)} without attrs"
+    return attrs
 
 
 def const_array(expr: Expr) -> np.ndarray | None:

@@ -43,6 +43,7 @@ from kiln.transform.fold_constant import fold_constant
 from kiln.transform.pass_infra import FunctionPass, PassContext, PassInfo
 from kiln.transform.rewrite import (
     Rule,
+    call_attrs,
     const_array,
     graph_rewrite,
     is_op,
@@ -230,7 +231,7 @@ def _permutation(call: Call) -> tuple[int, ...] | None:
     x = tensor_type(call.args[0])
     if x is None:
         return None
-    axes = call.attrs.axes
+    axes = call_attrs(call).axes
     ndim = x.ndim
     if axes is None:
         return tuple(range(ndim - 1, -1, -1))
@@ -315,7 +316,7 @@ def _redundant_clip(call: Call) -> Expr | None:
     if out is None:
         return None
     lo, hi = _dtype_range(out.dtype)
-    if call.attrs.a_min <= lo and call.attrs.a_max >= hi:
+    if call_attrs(call).a_min <= lo and call_attrs(call).a_max >= hi:
         return call.args[0]
     return None
 
@@ -527,7 +528,7 @@ def _split_transpose(call: Call) -> Expr | None:
     perm, shape = _permutation(inner), _shape(x)
     if perm is None or shape is None:
         return None
-    axis = int(call.attrs.axis) % len(perm)
+    axis = int(call_attrs(call).axis) % len(perm)
     src = perm[axis]
     parts: list[Expr] = []
     start = 0

@@ -22,7 +22,7 @@ from kiln.ir.module import IRModule
 from kiln.ir.types import TensorType, np_dtype
 from kiln.transform.pass_infra import FunctionPass, PassContext, PassInfo
 from kiln.transform.pattern_utils import expand_bias_to_match_axis
-from kiln.transform.rewrite import Rule, graph_rewrite, is_op, tensor_type
+from kiln.transform.rewrite import Rule, call_attrs, graph_rewrite, is_op, tensor_type
 
 __all__ = ["SimplifyInference", "pm_simplify_inference", "simplify_inference"]
 
@@ -46,7 +46,7 @@ def _batch_norm(node: TupleGetItem) -> Expr | None:
     if ty is None:
         return None
     data, gamma, beta, moving_mean, moving_var = bn.args
-    attrs = bn.attrs
+    attrs = call_attrs(bn)
     scale: Expr = K.divide(_scalar(1.0, ty.dtype),
                            K.sqrt(K.add(moving_var, _scalar(attrs.epsilon, ty.dtype))))
     if attrs.scale:
@@ -77,9 +77,10 @@ def _normalize(data: Expr, axes: list[int], eps: float, dtype: str) -> Expr:
 
 def _affine(out: Expr, call: Call, ndim: int, axis: int) -> Expr:
     """``out * gamma + beta`` (each when the op's ``scale`` / ``center`` flag is set)."""
-    if call.attrs.scale:
+    attrs = call_attrs(call)
+    if attrs.scale:
         out = K.multiply(out, expand_bias_to_match_axis(call.args[1], ndim, [axis]))
-    if call.attrs.center:
+    if attrs.center:
         out = K.add(out, expand_bias_to_match_axis(call.args[2], ndim, [axis]))
     return out
 
@@ -89,8 +90,9 @@ def _layer_norm(call: Call) -> Expr | None:
     ty = _data_type(call)
     if ty is None:
         return None
-    axis = call.attrs.axis % ty.ndim
-    out = _normalize(call.args[0], [axis], call.attrs.epsilon, ty.dtype)
+    attrs = call_attrs(call)
+    axis = attrs.axis % ty.ndim
+    out = _normalize(call.args[0], [axis], attrs.epsilon, ty.dtype)
     return _affine(out, call, ty.ndim, axis)
 
 
@@ -99,9 +101,10 @@ def _instance_norm(call: Call) -> Expr | None:
     ty = _data_type(call)
     if ty is None:
         return None
-    axis = call.attrs.axis % ty.ndim
+    attrs = call_attrs(call)
+    axis = attrs.axis % ty.ndim
     reduced = [i for i in range(1, ty.ndim) if i != axis]
-    out = _normalize(call.args[0], reduced, call.attrs.epsilon, ty.dtype)
+    out = _normalize(call.args[0], reduced, attrs.epsilon, ty.dtype)
     return _affine(out, call, ty.ndim, axis)
 
 
@@ -110,8 +113,9 @@ def _group_norm(call: Call) -> Expr | None:
     ty = _data_type(call)
     if ty is None:
         return None
-    axis = call.attrs.axis % ty.ndim
-    groups = call.attrs.num_groups
+    attrs = call_attrs(call)
+    axis = attrs.axis % ty.ndim
+    groups = attrs.num_groups
     new_shape: list[int] = []
     reduced: list[int] = []
     for i, dim in enumerate(ty.shape):
@@ -123,7 +127,7 @@ def _group_norm(call: Call) -> Expr | None:
                 reduced.append(i + 1)
             new_shape.append(dim)
     grouped = K.reshape(call.args[0], new_shape)
-    out = K.reshape(_normalize(grouped, reduced, call.attrs.epsilon, ty.dtype), ty.shape)
+    out = K.reshape(_normalize(grouped, reduced, attrs.epsilon, ty.dtype), ty.shape)
     return _affine(out, call, ty.ndim, axis)
 
 
@@ -132,9 +136,10 @@ def _l2_normalize(call: Call) -> Expr | None:
     ty = _data_type(call)
     if ty is None:
         return None
+    attrs = call_attrs(call)
     data = call.args[0]
-    total = K.sum(K.multiply(data, data), call.attrs.axis, True, False)
-    return K.divide(data, K.sqrt(K.maximum(total, _scalar(call.attrs.eps, ty.dtype))))
+    total = K.sum(K.multiply(data, data), attrs.axis, True, False)
+    return K.divide(data, K.sqrt(K.maximum(total, _scalar(attrs.eps, ty.dtype))))
 
 
 pm_simplify_inference = [
