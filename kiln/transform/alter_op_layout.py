@@ -61,13 +61,7 @@ from kiln.te import dispatch as te_dispatch
 from kiln.te.dag import ComputeDAG
 from kiln.te.tensor import placeholder
 from kiln.transform.infer_type import infer_type
-from kiln.transform.layout_propagation import (
-    LayoutPropagator,
-    LayoutRule,
-    Value,
-    blocked_layout,
-    propagation_rules,
-)
+from kiln.transform.layout_propagation import Held, LayoutRewriter, Rule, blocked_layout
 from kiln.transform.pass_infra import ModulePass, PassContext, PassInfo
 
 __all__ = [
@@ -262,8 +256,8 @@ def log_has_task(dags: list[ComputeDAG], what: str) -> bool:
     return False
 
 
-def _conv2d_rule(target: Target) -> LayoutRule:
-    def rule(prop: LayoutPropagator, call: Call) -> Value | None:
+def _conv2d_rule(target: Target) -> Rule:
+    def rule(prop: LayoutRewriter, call: Call) -> Held | None:
         """``conv2d(x, w)`` -> ``contrib_conv2d_NCHWc(x{ic}, layout_transform(w)){oc}``."""
         attrs = call.attrs
         data, weight = prop.tensor(call.args[0]), prop.tensor(call.args[1])
@@ -287,9 +281,9 @@ def _conv2d_rule(target: Target) -> LayoutRule:
                                   data_layout=blocked_layout(ic), kernel_layout=kernel_layout,
                                   out_layout=blocked_layout(oc))
         packed = K.layout_transform(prop.primal(call.args[1]), "OIHW", kernel_layout)
-        new = make_call(name, [prop.convert(call.args[0], ic), packed], new_attrs,
-                        source_names=call.source_names)
-        return Value(new, oc)
+        new = make_call(name, [prop.convert(call.args[0], "NCHW", blocked_layout(ic)), packed],
+                        new_attrs, source_names=call.source_names)
+        return Held(new, "NCHW", blocked_layout(oc))
 
     return rule
 
@@ -317,8 +311,8 @@ def _tvm_blocks_in_log(attrs: Any, data: TensorType, weight: TensorType,
     return default
 
 
-def _dense_rule(target: Target) -> LayoutRule:
-    def rule(prop: LayoutPropagator, call: Call) -> Value | None:
+def _dense_rule(target: Target) -> Rule:
+    def rule(prop: LayoutRewriter, call: Call) -> Held | None:
         """``dense(x, W)`` -> ``contrib_dense_pack(x, layout_transform(W, "NC", "NC{n}n"))``."""
         data, weight = prop.tensor(call.args[0]), prop.tensor(call.args[1])
         if (not isinstance(call.args[1], Constant) or data is None or weight is None
@@ -333,16 +327,16 @@ def _dense_rule(target: Target) -> LayoutRule:
         attrs = DensePackAttrs(units=units, out_dtype=call.attrs.out_dtype, weight_layout=layout)
         new = make_call("nn.contrib_dense_pack", [prop.primal(call.args[0]), packed], attrs,
                         source_names=call.source_names)
-        return Value(new)
+        return Held(new)
 
     return rule
 
 
-def _rules(target: Target) -> dict[str, LayoutRule]:
-    rules = dict(propagation_rules())
-    rules["nn.conv2d"] = _conv2d_rule(target)  # conv2d(x, w) -> conv2d_NCHWc(x{ic}, w'){oc}
-    rules["nn.dense"] = _dense_rule(target)  # dense(x, W) -> dense_pack(x, W')
-    return rules
+def _rules(target: Target) -> dict[str, Rule]:
+    return {
+        "nn.conv2d": _conv2d_rule(target),  # conv2d(x, w) -> conv2d_NCHWc(x{ic}, w'){oc}
+        "nn.dense": _dense_rule(target),  # dense(x, W) -> dense_pack(x, W')
+    }
 
 
 def alter_op_layout(fn: Function, target: Target | None = None) -> Function:
@@ -362,7 +356,7 @@ def alter_op_layout(fn: Function, target: Target | None = None) -> Function:
         The rewritten function (untyped; ``fn`` itself when nothing applies).
     """
     tgt = target or Target.current() or Target("c")
-    return LayoutPropagator(_rules(tgt)).run(fn)
+    return LayoutRewriter(_rules(tgt)).run(fn)
 
 
 def _skipped(fn: Function) -> bool:
@@ -389,13 +383,13 @@ def AlterOpLayout() -> ModulePass:
 
     def run(mod: IRModule, ctx: PassContext) -> IRModule:
         typed = infer_type(mod)
-        rules: dict[str, LayoutRule] | None = None
+        rules: dict[str, Rule] | None = None
         out = typed.copy()
         for gv, fn in typed.items():
             if _skipped(fn):
                 continue
             rules = rules or _rules(Target.current() or Target("c"))
-            out[gv] = LayoutPropagator(rules).run(fn)
+            out[gv] = LayoutRewriter(rules).run(fn)
         return infer_type(out)
 
     return ModulePass(run, PassInfo(3, "AlterOpLayout", ("InferType",)))

@@ -1,43 +1,41 @@
-"""Carrying channel-blocked activations (``NCHW{c}c``) through a graph.
+"""The layout engine: values that travel through a graph in another layout than the model's.
 
-:mod:`kiln.transform.alter_op_layout` replaces convolutions by blocked ones whose inputs and
-results are ``NCHW{c}c`` tensors. This module keeps such values blocked through the operators that
-can consume them as they are, so consecutive convolutions exchange blocked tensors and layout
-conversions happen only where a consumer needs the original layout (graph outputs, ``reshape``,
-``batch_flatten``, ``softmax``, ...).
+Two passes use it. :mod:`~kiln.transform.convert_layout` moves convolutions and pools to the data
+layout a user asks for (an ``NHWC`` graph to ``NCHW``); :mod:`~kiln.transform.alter_op_layout`
+replaces convolutions by channel-blocked ones (``NCHW{c}c``). Both only say how their converted
+operators change; everything else is this module's.
 
-Every value of the rewritten graph is a :class:`Value` ``(expr, block)``:
+Every value of the rewritten graph is a :class:`Held` ``(expr, layout, held)``: ``expr`` holds the
+original value, whose axes are named by the letters of ``layout``, in the layout ``held``:
 
-- ``block == 0``: ``expr`` has the original value's layout and shape;
-- ``block == b > 0``: the original value is a 4-d ``NCHW`` tensor ``(N, C, H, W)`` and ``expr``
-  holds it as ``(N, C // b, H, W, b)``, channel ``c`` at ``[:, c // b, :, :, c % b]``. Blocks
-  always divide ``C``, so blocked tensors carry no padding.
+- another order of the same letters (``NHWC`` held as ``NCHW``), or
+- a blocked layout whose lower-case axes split an axis (``NCHW`` held as ``NCHW8c``: channel ``c``
+  at ``[:, c // 8, :, :, c % 8]``); blocks always divide the axis they split.
 
-:class:`LayoutPropagator` walks the graph children-first and hands every operator call to its rule
-(``rule(prop, call) -> Value | None``, looked up by operator name; ``call`` is the original, typed
-call). A rule returning ``None`` gets the default: the call rebuilt on its arguments in their
-original layouts. Converting a blocked value back (or to another block) inserts one
-``layout_transform`` per producer and target block, shared by all consumers that need it.
+``layout == held`` (both empty for values no rule touched) means ``expr`` is the original value.
 
-The rules (one line each in :func:`propagation_rules`):
+:class:`LayoutRewriter` walks the graph children first and hands every operator call to its rule:
+the pass's own rule for that operator if it has one, else the rule of the operator's layout
+behaviour declared in the registry (``OpDef.layout``, one of
+:data:`~kiln.op.registry.LAYOUT_KINDS`). A rule returns the call's new :class:`Held`, or ``None``
+for the default: the call rebuilt on its arguments converted back to their own layouts.
 
-- element-wise unary ops (``nn.relu``, ``clip``, ``exp``, ``cast``, ...) keep the block;
-- broadcasting ops (``add``, ``multiply``, ``maximum``, ``where``, ...) keep the block of a blocked
-  operand; other operands are brought to the same block: per-channel ones (``(C, 1, 1)``,
-  ``(1, C, 1, 1)``) by a ``reshape`` to ``(1, C // b, 1, 1, b)``, full tensors (residual adds) by
-  a conversion, channel-less ones (``(1, 1, H, W)``) by a reshape to ``(1, 1, H, W, 1)``, scalars
-  as they are;
-- ``nn.bias_add`` on axis 1 becomes ``add`` of the bias reshaped to ``(1, C // b, 1, 1, b)``;
-- 2-d pooling (max/avg, global, adaptive) in ``NCHW`` runs with ``layout="NCHW{b}c"``;
-- ``nn.pad`` without channel padding pads the blocked tensor (no padding of the inner axis);
-- ``concatenate`` keeps a block that divides every input's channels (converting the inputs not
-  yet in it);
-- ``nn.depth_to_space`` in ``DCR`` mode keeps a block that divides the result's channels;
-- ``sum``/``mean``/``max``/``min``/``prod`` over spatial or batch axes keep the block
-  (``keepdims``), or reshape the blocked result when both spatial axes are dropped.
+- ``elemwise`` ops keep the layout of their argument;
+- ``broadcast`` ops keep the layout of a moved operand and bring the others to it: scalars stay,
+  operands with one axis larger than 1 (biases, per-channel scales) and blocked operands whose
+  split axes are 1 are reshaped, others are converted;
+- ``axis`` ops (norms, softmax, prelu) get their axis remapped, unless the axis is split;
+  ``bias_add`` on a split axis becomes an ``add`` of the bias reshaped to the blocked layout;
+- ``pool`` ops (2-d) run in the held layout when it is ``NCHW``, ``NHWC`` or ``NCHW{c}c``;
+- ``pad`` pads the held layout (never a split axis); ``concatenate`` converts its inputs to the
+  most common layout they can all take; ``reduce`` remaps its axes (never a split one);
+  ``layout_transform`` to the held layout is the held value itself; ``depth_to_space`` (DCR) of a
+  channel-blocked value stays blocked.
 
-Reductions over channels, softmax, reshapes, transposes and everything else take the original
-layout.
+Each value is converted at most once per target layout, and converting a converted value back
+reuses the value before the conversion, so no pair of ``layout_transform`` that cancel out is left
+behind. Calls built by rules carry the source names of the call they replace (conversions: those of
+the value converted, or of the consumer when that value is a graph input), so provenance survives.
 """
 
 from __future__ import annotations
@@ -48,85 +46,132 @@ from dataclasses import dataclass
 
 import kiln.op as K
 from kiln.ir.attrs import Attrs
-from kiln.ir.expr import Call, Constant, Expr, Function, GlobalVar, Op, Tuple, Var
-from kiln.ir.types import TensorType
+from kiln.ir.expr import Call, Constant, Expr, Function, GlobalVar, Op, Tuple, TupleGetItem, Var
+from kiln.ir.types import TensorType, TupleType
 from kiln.ir.visitor import children, post_order, rebuild
-from kiln.op.registry import OpPattern, all_ops
+from kiln.op.registry import get_op_def
+from kiln.op.transform_layout import parse_layout
 
 __all__ = [
-    "LayoutPropagator",
-    "LayoutRule",
-    "Value",
+    "Held",
+    "LayoutRewriter",
+    "Rule",
     "blocked_layout",
-    "propagation_rules",
+    "follow_rules",
+    "held_axis",
+    "held_shape",
 ]
 
 
-def blocked_layout(block: int) -> str:
-    """The layout name of a value with channel block ``block`` (``"NCHW"`` for 0).
-
-    Parameters
-    ----------
-    block : int
-        Channel block, 0 for the original layout.
-
-    Returns
-    -------
-    str
-        ``"NCHW{block}c"`` or ``"NCHW"``.
-    """
-    return f"NCHW{block}c" if block else "NCHW"
+def blocked_layout(block: int, layout: str = "NCHW") -> str:
+    """``layout`` with its channel axis split by ``block`` (``"NCHW8c"``), or ``layout`` for 0."""
+    return f"{layout}{block}c" if block else layout
 
 
 @dataclass(frozen=True)
-class Value:
-    """A rewritten value: its expression and its channel block (0: original layout)."""
+class Held:
+    """A rewritten value: ``expr`` holds the original (axes named ``layout``) as ``held``."""
 
     expr: Expr
-    block: int = 0
+    layout: str = ""
+    held: str = ""
+
+    @property
+    def moved(self) -> bool:
+        """Whether ``expr`` is in another layout than the original value."""
+        return self.layout != self.held
 
 
-LayoutRule = Callable[["LayoutPropagator", Call], Value | None]
+Rule = Callable[["LayoutRewriter", Call], Held | None]
 
 
-class LayoutPropagator:
+# --- layout algebra --------------------------------------------------------------------------------
+
+@functools.cache
+def _tokens(held: str) -> tuple[tuple[str, int], ...]:
+    return tuple(parse_layout(held))
+
+
+def splits(held: str) -> dict[str, int]:
+    """The axes ``held`` splits, with their block sizes (``{"C": 8}`` for ``NCHW8c``)."""
+    return {letter: block for letter, block in _tokens(held) if block}
+
+
+def held_axis(layout: str, held: str, axis: int) -> int:
+    """Where axis ``axis`` of a value in ``layout`` is in the same value held as ``held`` (its
+    outer part when the axis is split)."""
+    return _tokens(held).index((layout[axis % len(layout)], 0))
+
+
+def held_shape(shape: Sequence[int], layout: str, held: str) -> tuple[int, ...] | None:
+    """The shape of a tensor of ``shape`` (axes ``layout``) held as ``held``; a split axis of size
+    1 (a broadcast operand) stays 1. None when a block does not divide its axis."""
+    dims = dict(zip(layout, shape))
+    blocks = splits(held)
+    out: list[int] = []
+    for letter, block in _tokens(held):
+        d = dims[letter]
+        size = block or blocks.get(letter, 0)
+        if size and d != 1:
+            if d % size:
+                return None
+            out.append(block if block else d // size)
+        else:
+            out.append(1 if size else d)
+    return tuple(out)
+
+
+def _is_reshape(layout: str, held: str) -> bool:
+    """Whether ``held`` keeps the elements of ``layout`` in order (every block right after the axis
+    it splits: ``NC8c`` of ``NC``), so converting between them is a reshape."""
+    tokens = _tokens(held)
+    primal = "".join(letter for letter, block in tokens if not block)
+    if primal != layout:
+        return False
+    return all(block == 0 or tokens[i - 1] == (letter, 0) for i, (letter, block) in enumerate(tokens))
+
+
+def _transform(expr: Expr, src: str, dst: str, shape: Sequence[int]) -> Expr:
+    """``expr`` (original shape ``shape`` in layout ``src`` or ``dst``) from ``src`` to ``dst``:
+    the input of ``expr`` when ``expr`` is the inverse transform, a reshape when the two layouts keep
+    the elements in the same order, else ``layout_transform``."""
+    if (isinstance(expr, Call) and isinstance(expr.op, Op) and expr.op.name == "layout_transform"
+            and expr.attrs is not None
+            and (expr.attrs.src_layout, expr.attrs.dst_layout) == (dst, src)):
+        return expr.args[0]  # layout_transform(layout_transform(x, B, A), A, B) -> x
+    if not splits(src) and _is_reshape(src, dst):
+        new = held_shape(shape, src, dst)
+        assert new is not None
+        return K.reshape(expr, new)
+    if not splits(dst) and _is_reshape(dst, src):
+        return K.reshape(expr, tuple(shape))
+    return K.layout_transform(expr, src, dst)
+
+
+# --- the rewrite -----------------------------------------------------------------------------------
+
+class LayoutRewriter:
     """Rewrites a function with per-operator layout rules, converting layouts where needed.
 
     Parameters
     ----------
-    rules : mapping of str to LayoutRule
-        Rule per operator name; operators without one take their arguments in the original
-        layout.
-
-    Notes
-    -----
-    Calls created by rules get the source names of the call they replace (layout conversions:
-    those of the value converted, or of the consumer when that value is a graph input), so
-    provenance survives the rewrite.
+    rules : mapping of str to Rule
+        The pass's own rules by operator name (its conversions); other operators follow their
+        registry layout behaviour (:func:`follow_rules`).
     """
 
-    def __init__(self, rules: Mapping[str, LayoutRule]):
+    def __init__(self, rules: Mapping[str, Rule]):
         self.rules = rules
-        self._values: dict[int, Value] = {}
-        self._converted: dict[tuple[int, int], Expr] = {}
+        self._follow = follow_rules()
+        self._values: dict[int, Held] = {}
+        self._converted: dict[tuple[int, str, str], Expr] = {}
         self._tuples: dict[int, Expr] = {}
         self._named: set[int] = set()
         self._consumer_names: tuple[str, ...] = ()
 
-    # --- the walk --------------------------------------------------------------------------------
     def run(self, fn: Function) -> Function:
-        """``fn`` rewritten; its parameters and result keep their layouts.
-
-        Parameters
-        ----------
-        fn : Function
-            A typed function (not modified).
-
-        Returns
-        -------
-        Function
-            The rewritten function (``fn`` itself when nothing changed), untyped.
-        """
+        """``fn`` rewritten (``fn`` itself when nothing changed); its parameters and result keep
+        their layouts. ``fn`` must be typed and is not modified; the result is untyped."""
         for node in post_order(fn.body, into_functions=False):
             self._visit(node)
         body = self.primal(fn.body)
@@ -136,20 +181,32 @@ class LayoutPropagator:
 
     def _visit(self, node: Expr) -> None:
         if isinstance(node, Tuple):
-            return  # built on demand: concatenate may take its fields blocked
+            return  # built on demand: concatenate may take its fields in a new layout
         if isinstance(node, (Var, Constant, Op, GlobalVar, Function)):
-            self._values[id(node)] = Value(node)
+            self._values[id(node)] = Held(node)
             return
         value = None
         if isinstance(node, Call) and isinstance(node.op, Op):
             self._consumer_names = node.source_names
-            rule = self.rules.get(node.op.name)
+            name = node.op.name
+            rule = self.rules[name] if name in self.rules else self._follow.get(get_op_def(name).layout)
             value = rule(self, node) if rule is not None else None
+        elif isinstance(node, TupleGetItem):
+            value = self._tuple_get_item(node)
         if value is None:
-            value = Value(rebuild(node, tuple(self.primal(c) for c in children(node))))
+            value = Held(rebuild(node, tuple(self.primal(c) for c in children(node))))
         if isinstance(node, Call):
             self._name_new_calls(value.expr, node.source_names)
         self._values[id(node)] = value
+
+    def _tuple_get_item(self, node: TupleGetItem) -> Held | None:
+        """Field 0 of a moved multi-output call (``batch_norm``) stays moved; the statistics
+        fields are per-channel vectors that no layout touches."""
+        tup = self.value(node.tuple_value)
+        if not tup.moved:
+            return None
+        item = TupleGetItem(tup.expr, node.index)
+        return Held(item, tup.layout, tup.held) if node.index == 0 else Held(item)
 
     def _name_new_calls(self, expr: Expr, names: tuple[str, ...]) -> None:
         """Give calls built by a rule (not yet seen, without source names) ``names``.
@@ -167,16 +224,26 @@ class LayoutPropagator:
                 object.__setattr__(node, "source_names", tuple(names))
             stack.extend(children(node))
 
+    def _names_of(self, old: Expr) -> tuple[str, ...]:
+        """Source names for a conversion of ``old``: its own, else the current consumer's."""
+        return (old.source_names if isinstance(old, Call) else ()) or self._consumer_names
+
+    def _made(self, key: tuple[int, str, str], old: Expr, new: Expr) -> Expr:
+        self._name_new_calls(new, self._names_of(old))
+        self._converted[key] = new
+        return new
+
     # --- queries for rules ---------------------------------------------------------------------
-    def value(self, old: Expr) -> Value:
+    def value(self, old: Expr) -> Held:
         """The rewritten value of an original node (tuples: in the original layout)."""
         if isinstance(old, Tuple):
-            return Value(self.primal(old))
-        return self._values.get(id(old)) or Value(old)
+            return Held(self.primal(old))
+        return self._values.get(id(old)) or Held(old)
 
-    def block_of(self, old: Expr) -> int:
-        """The channel block of an original node's rewritten value (0: original layout)."""
-        return 0 if isinstance(old, Tuple) else self.value(old).block
+    def moved_arg(self, call: Call) -> Held | None:
+        """The rewritten first argument of ``call`` when it is moved, else None."""
+        value = self.value(call.args[0])
+        return value if value.moved else None
 
     @staticmethod
     def tensor(old: Expr) -> TensorType | None:
@@ -186,64 +253,84 @@ class LayoutPropagator:
 
     # --- conversions -----------------------------------------------------------------------------
     def primal(self, old: Expr) -> Expr:
-        """The rewritten ``old`` in its original layout (converted back when it is blocked)."""
+        """The rewritten ``old`` in its original layout (converted back when it was moved)."""
         if isinstance(old, Tuple):
             key = id(old)
             if key not in self._tuples:
                 self._tuples[key] = rebuild(old, tuple(self.primal(f) for f in old.fields))
             return self._tuples[key]
-        return self.convert(old, 0)
-
-    def convert(self, old: Expr, block: int) -> Expr:
-        """The rewritten ``old`` (a 4-d ``NCHW`` tensor when ``block`` > 0) with channel block
-        ``block``; conversions are made once per value and block."""
         value = self.value(old)
-        if value.block == block:
+        if not value.moved:
             return value.expr
-        key = (id(old), block)
+        key = (id(old), "", "")
+        if key in self._converted:
+            return self._converted[key]
+        ty = old.checked_type
+        if isinstance(ty, TupleType):  # batch_norm: field 0 moved back
+            first_type = ty.fields[0]
+            assert isinstance(first_type, TensorType)
+            first = _transform(TupleGetItem(value.expr, 0), value.held, value.layout, first_type.shape)
+            rest = [TupleGetItem(value.expr, i) for i in range(1, len(ty.fields))]
+            return self._made(key, old, Tuple([first, *rest]))
+        assert isinstance(ty, TensorType)
+        return self._made(key, old, _transform(value.expr, value.held, value.layout, ty.shape))
+
+    def convert(self, old: Expr, layout: str, held: str) -> Expr:
+        """The rewritten tensor ``old``, whose axes are named ``layout``, held as ``held``; made
+        once per value and target layout."""
+        if layout == held:
+            return self.primal(old)
+        value = self.value(old)
+        if value.layout == layout and value.held == held:
+            return value.expr
+        key = (id(old), layout, held)
         if key not in self._converted:
-            names = old.source_names if isinstance(old, Call) else ()
-            out = K.layout_transform(value.expr, blocked_layout(value.block),
-                                     blocked_layout(block))
-            self._name_new_calls(out, names or self._consumer_names)
-            self._converted[key] = out
+            ty = self.tensor(old)
+            assert ty is not None
+            if value.moved and value.layout == layout:
+                new = _transform(value.expr, value.held, held, ty.shape)
+            else:
+                new = _transform(self.primal(old), layout, held, ty.shape)
+            self._made(key, old, new)
         return self._converted[key]
 
-    def operand(self, old: Expr, channels: int, block: int) -> Expr | None:
-        """A broadcasting operand brought next to a 4-d result of ``channels`` channels held
-        with channel block ``block``.
+    def operand(self, old: Expr, layout: str, held: str) -> Expr | None:
+        """A broadcasting operand of a result in ``layout`` brought to ``held``.
 
-        Parameters
-        ----------
-        old : Expr
-            The original operand (rank at most 4, broadcasting against the result).
-        channels, block : int
-            Channels of the 4-d result and its block.
-
-        Returns
-        -------
-        Expr or None
-            The operand in a shape that broadcasts against the blocked result the way the original
-            broadcast against the original result; None when there is no such shape.
+        Scalars stay as they are; operands with at most one axis larger than 1 (``(C,)`` biases,
+        ``(1, 1, 1, C)``), and operands of a blocked result whose split axes are 1, are reshaped;
+        other full-rank operands are converted and lower-rank ones are reshaped to full rank, then
+        converted. None when ``old`` has more axes than the result or a block does not divide it.
         """
         ty = self.tensor(old)
-        if ty is None or ty.ndim > 4:
+        rank = len(layout)
+        if ty is None or ty.ndim > rank:
             return None
         if ty.ndim == 0:
             return self.primal(old)
-        n, c, h, w = (1,) * (4 - ty.ndim) + ty.shape
-        if c == channels:
-            if ty.ndim == 4 and (self.block_of(old) or h * w != 1):
-                return self.convert(old, block)  # (N, C, H, W) -> (N, C/b, H, W, b)
-            if h * w == 1:  # (C, 1, 1) -> (1, C/b, 1, 1, b)
-                return K.reshape(self.primal(old), (n, channels // block, 1, 1, block))
-            full = K.reshape(self.primal(old), (n, c, h, w))
-            return K.layout_transform(full, "NCHW", blocked_layout(block))
-        if c == 1:
-            if self.block_of(old) == 1:
-                return self.value(old).expr  # (N, 1, H, W, 1) already
-            return K.reshape(self.primal(old), (n, 1, h, w, 1))
-        return None
+        value = self.value(old)
+        if ty.ndim == rank and value.layout == layout and value.held == held:
+            return value.expr
+        shape = (1,) * (rank - ty.ndim) + tuple(ty.shape)
+        new_shape = held_shape(shape, layout, held)
+        if new_shape is None:
+            return None
+        large = [a for a, d in zip(layout, shape) if d != 1]
+        blocks = splits(held)
+        if len(large) <= 1 or (blocks and not any(a in blocks for a in large)):
+            if new_shape == tuple(ty.shape):
+                return self.primal(old)
+            key = (id(old), layout, held)
+            if key not in self._converted:
+                self._made(key, old, K.reshape(self.primal(old), new_shape))
+            return self._converted[key]
+        if ty.ndim == rank:
+            return self.convert(old, layout, held)
+        key = (id(old), layout, held)
+        if key not in self._converted:  # (H, W, 1) next to NHWC: made 4-d, then moved
+            full = K.reshape(self.primal(old), shape)
+            self._made(key, old, _transform(full, layout, held, shape))
+        return self._converted[key]
 
     # --- building --------------------------------------------------------------------------------
     @staticmethod
@@ -253,157 +340,194 @@ class LayoutPropagator:
                     source_names=call.source_names)
 
 
-# --- propagation rules ---------------------------------------------------------------------------
+# --- the rules of the layout behaviours ----------------------------------------------------------
 
-def _unary(prop: LayoutPropagator, call: Call) -> Value | None:
-    """``f(x{b}) -> f(x){b}`` for element-wise ops whose result has their input's shape."""
-    value = prop.value(call.args[0])
-    out, arg = prop.tensor(call), prop.tensor(call.args[0])
-    if not value.block or out is None or arg is None or out.shape != arg.shape:
+def _elemwise(rw: LayoutRewriter, call: Call) -> Held | None:
+    """``f(x{L as H}) -> f(x'){L as H}`` for element-wise ops keeping their input's shape."""
+    value = rw.moved_arg(call)
+    out, arg = rw.tensor(call), rw.tensor(call.args[0])
+    if value is None or out is None or arg is None or out.shape != arg.shape:
         return None
-    return Value(prop.recall(call, [value.expr]), value.block)
+    return Held(rw.recall(call, [value.expr]), value.layout, value.held)
 
 
-def _broadcast(prop: LayoutPropagator, call: Call) -> Value | None:
-    """``f(x{b}, y) -> f(x{b}, y{b}){b}`` with ``y`` reshaped or converted (see ``operand``)."""
-    out = prop.tensor(call)
-    if out is None or out.ndim != 4:
+def _broadcast(rw: LayoutRewriter, call: Call) -> Held | None:
+    """``f(x{L as H}, y) -> f(x', y'){L as H}`` with ``y`` reshaped or converted (``operand``)."""
+    out = rw.tensor(call)
+    if out is None:
         return None
-    channels = out.shape[1]
-    blocks = [prop.block_of(a) for a in call.args]
-    types = [prop.tensor(a) for a in call.args]
-    block = next((b for b, t in zip(blocks, types) if b and t is not None and t.shape[1] == channels),
-                 0)
-    if not block:
+    tags = [(v.layout, v.held) for v in (rw.value(a) for a in call.args)
+            if v.moved and len(v.layout) == out.ndim]
+    if not tags:
         return None
+    layout, held = tags[0]
     args: list[Expr] = []
     for arg in call.args:
-        new = prop.operand(arg, channels, block)
+        new = rw.operand(arg, layout, held)
         if new is None:
             return None
         args.append(new)
-    return Value(prop.recall(call, args), block)
+    return Held(rw.recall(call, args), layout, held)
 
 
-def _bias_add(prop: LayoutPropagator, call: Call) -> Value | None:
-    """``bias_add(x{b}, bias, axis=1) -> add(x{b}, reshape(bias, (1, C/b, 1, 1, b))){b}``."""
-    value = prop.value(call.args[0])
-    data = prop.tensor(call.args[0])
-    if not value.block or data is None or call.attrs.axis % 4 != 1:
+def _axis(rw: LayoutRewriter, call: Call) -> Held | None:
+    """``f(x{L as H}, ..., axis=a)`` -> ``f(x', ..., axis=a in H){L as H}`` for ops whose other
+    arguments are vectors along ``axis`` (bias, alpha, gamma, statistics); not on a split axis."""
+    value = rw.moved_arg(call)
+    data = rw.tensor(call.args[0])
+    if value is None or data is None or data.ndim != len(value.layout) or call.attrs is None:
         return None
-    channels = data.shape[1]
-    bias = K.reshape(prop.primal(call.args[1]), (1, channels // value.block, 1, 1, value.block))
-    return Value(K.add(value.expr, bias), value.block)
+    if value.layout[call.attrs.axis % data.ndim] in splits(value.held):
+        return None
+    new_attrs = call.attrs.replace(axis=held_axis(value.layout, value.held, call.attrs.axis))
+    args = [value.expr, *(rw.primal(a) for a in call.args[1:])]
+    return Held(rw.recall(call, args, new_attrs), value.layout, value.held)
 
 
-def _pool(prop: LayoutPropagator, call: Call) -> Value | None:
-    """``pool(x{b}, layout="NCHW") -> pool(x{b}, layout="NCHW{b}c"){b}``."""
-    value = prop.value(call.args[0])
+def _bias_add(rw: LayoutRewriter, call: Call) -> Held | None:
+    """As ``_axis``; on a split axis ``bias_add(x{L as H}, v) -> add(x', reshape(v)){L as H}``."""
+    value = rw.moved_arg(call)
+    data = rw.tensor(call.args[0])
+    if value is None or data is None or data.ndim != len(value.layout) or call.attrs is None:
+        return None
+    axis = call.attrs.axis % data.ndim
+    if value.layout[axis] not in splits(value.held):
+        return _axis(rw, call)
+    shape = tuple(d if i == axis else 1 for i, d in enumerate(data.shape))
+    new_shape = held_shape(shape, value.layout, value.held)
+    if new_shape is None:
+        return None
+    bias = K.reshape(rw.primal(call.args[1]), new_shape)
+    return Held(K.add(value.expr, bias), value.layout, value.held)
+
+
+def _poolable(layout: str, held: str) -> bool:
+    return held in ("NCHW", "NHWC") or (layout == "NCHW" and set(splits(held)) == {"C"}
+                                        and held.startswith("NCHW"))
+
+
+def _pool(rw: LayoutRewriter, call: Call) -> Held | None:
+    """``pool(x{L as H}, layout=L)`` -> ``pool(x', layout=H){L as H}``."""
+    value = rw.moved_arg(call)
     attrs = call.attrs
-    if not value.block or attrs.layout != "NCHW" or attrs.out_layout not in ("", "NCHW"):
+    if (value is None or attrs is None or attrs.layout != value.layout
+            or not _poolable(value.layout, value.held)
+            or (attrs.out_layout or attrs.layout) != attrs.layout):
         return None
-    new_attrs = attrs.replace(layout=blocked_layout(value.block), out_layout="")
-    return Value(prop.recall(call, [value.expr], new_attrs), value.block)
+    out_layout = value.held if attrs.out_layout and not splits(value.held) else ""
+    new_attrs = attrs.replace(layout=value.held, out_layout=out_layout)
+    return Held(rw.recall(call, [value.expr], new_attrs), value.layout, value.held)
 
 
-def _pad(prop: LayoutPropagator, call: Call) -> Value | None:
-    """``pad(x{b}, ((n0, n1), (0, 0), (h0, h1), (w0, w1))) -> pad(x{b}, ... + ((0, 0),)){b}``."""
-    value = prop.value(call.args[0])
+def _pad(rw: LayoutRewriter, call: Call) -> Held | None:
+    """``pad(x{L as H}, widths) -> pad(x', widths in H's order){L as H}`` (no split axis padded)."""
+    value = rw.moved_arg(call)
+    if value is None or call.attrs is None:
+        return None
     widths = tuple(tuple(w) for w in call.attrs.pad_width)
-    if not value.block or len(widths) != 4 or widths[1] != (0, 0):
+    if len(widths) != len(value.layout):
         return None
-    new_attrs = call.attrs.replace(pad_width=(*widths, (0, 0)))
-    return Value(prop.recall(call, [value.expr, prop.primal(call.args[1])], new_attrs),
-                 value.block)
+    blocks = splits(value.held)
+    by_letter = dict(zip(value.layout, widths))
+    if any(by_letter[a] != (0, 0) for a in blocks):
+        return None
+    new_widths = tuple((0, 0) if block else by_letter[letter] for letter, block in _tokens(value.held))
+    new_attrs = call.attrs.replace(pad_width=new_widths)
+    return Held(rw.recall(call, [value.expr, rw.primal(call.args[1])], new_attrs),
+                value.layout, value.held)
 
 
-def _concatenate(prop: LayoutPropagator, call: Call) -> Value | None:
-    """``concatenate((x{b}, y{b}, ...), axis) -> concatenate(...){b}`` when ``b`` divides every
-    input's channels; inputs in another layout are converted to ``b``."""
+def _concatenate(rw: LayoutRewriter, call: Call) -> Held | None:
+    """``concatenate((x{L as H}, y, ...), axis=a)`` -> ``concatenate((x', y'), a in H)`` in the
+    layout most inputs are held in that every input can take (blocks divide their axes)."""
     tup = call.args[0]
-    out = prop.tensor(call)
-    if not isinstance(tup, Tuple) or out is None or out.ndim != 4:
+    if not isinstance(tup, Tuple) or call.attrs is None:
         return None
-    channels = []
-    for field in tup.fields:
-        ty = prop.tensor(field)
-        if ty is None or ty.ndim != 4:
-            return None
-        channels.append(ty.shape[1])
-    blocks = [prop.block_of(f) for f in tup.fields]
-    usable = [b for b in set(blocks) if b and all(c % b == 0 for c in channels)]
+    types = [rw.tensor(f) for f in tup.fields]
+    tags = [(v.layout, v.held) for v in (rw.value(f) for f in tup.fields) if v.moved]
+    if not tags or any(t is None for t in types):
+        return None
+    usable = [tag for tag in set(tags)
+              if all(t is not None and t.ndim == len(tag[0])
+                     and held_shape(t.shape, tag[0], tag[1]) is not None for t in types)]
     if not usable:
         return None
-    block = max(usable, key=lambda b: (blocks.count(b), b))  # fewest conversions, then widest
-    fields = Tuple([prop.convert(f, block) for f in tup.fields])
-    new_attrs = call.attrs.replace(axis=call.attrs.axis % 4)
-    return Value(prop.recall(call, [fields], new_attrs), block)
+    layout, held = max(usable, key=lambda tag: (tags.count(tag), max(splits(tag[1]).values(), default=0)))
+    fields = Tuple([rw.convert(f, layout, held) for f in tup.fields])
+    new_attrs = call.attrs.replace(axis=held_axis(layout, held, call.attrs.axis))
+    return Held(rw.recall(call, [fields], new_attrs), layout, held)
 
 
-def _reduce(prop: LayoutPropagator, call: Call) -> Value | None:
-    """``r(x{b}, axis)`` over batch/spatial axes: ``keepdims`` keeps the block; dropping both
-    spatial axes reshapes ``(.., C/b, b)`` to ``(.., C)``."""
-    value = prop.value(call.args[0])
+def _reduce(rw: LayoutRewriter, call: Call) -> Held | None:
+    """``r(x{L as H}, axes)`` -> ``r(x', axes in H)`` (no split axis reduced); without
+    ``keepdims`` the result is held in what is left of ``H``, taken back at once when that is a
+    mere reshape (``NC8c`` of ``NC``)."""
+    value = rw.moved_arg(call)
     attrs = call.attrs
-    out = prop.tensor(call)
-    if not value.block or out is None or attrs.exclude or attrs.axis is None:
+    out = rw.tensor(call)
+    if value is None or attrs is None or out is None:
         return None
-    axes = tuple(sorted({a % 4 for a in attrs.axis}))
-    if 1 in axes:
+    rank = len(value.layout)
+    chosen = set(range(rank)) if attrs.axis is None else {a % rank for a in attrs.axis}
+    axes = set(range(rank)) - chosen if attrs.exclude else chosen
+    blocks = splits(value.held)
+    if any(value.layout[a] in blocks for a in axes):
         return None
-    reduced = prop.recall(call, [value.expr], attrs.replace(axis=axes))
+    new_axes = tuple(sorted(held_axis(value.layout, value.held, a) for a in axes))
+    reduced = rw.recall(call, [value.expr], attrs.replace(axis=new_axes, exclude=False))
     if attrs.keepdims:
-        return Value(reduced, value.block)
-    if not {2, 3} <= set(axes):
-        return None
-    return Value(K.reshape(reduced, out.shape))
+        return Held(reduced, value.layout, value.held)
+    dropped = {value.layout[a] for a in axes}
+    kept = "".join(a for a in value.layout if a not in dropped)
+    kept_held = "".join(f"{block}{letter.lower()}" if block else letter
+                        for letter, block in _tokens(value.held) if letter not in dropped)
+    if kept == kept_held:
+        return Held(reduced)
+    if blocks and _is_reshape(kept, kept_held):
+        return Held(K.reshape(reduced, out.shape))
+    return Held(reduced, kept, kept_held)
 
 
-def _depth_to_space(prop: LayoutPropagator, call: Call) -> Value | None:
-    """``depth_to_space(x{b}, s, DCR) -> reshape(transpose(reshape(x{b}))){b}`` when ``b``
-    divides the result's channels (channel ``(ry * s + rx) * C + c`` keeps its inner index)."""
-    value = prop.value(call.args[0])
-    data, out = prop.tensor(call.args[0]), prop.tensor(call)
+def _layout_transform(rw: LayoutRewriter, call: Call) -> Held | None:
+    """``layout_transform(x{L as H}, L, H)`` -> ``x'``: the value is already in ``H``."""
+    value = rw.moved_arg(call)
     attrs = call.attrs
-    if (not value.block or data is None or out is None or attrs.layout != "NCHW"
-            or attrs.mode != "DCR" or out.shape[1] % value.block):
+    if value is None or attrs is None or (attrs.src_layout, attrs.dst_layout) != (value.layout, value.held):
+        return None
+    return Held(value.expr)
+
+
+def _depth_to_space(rw: LayoutRewriter, call: Call) -> Held | None:
+    """``depth_to_space(x{NCHW as NCHW{b}c}, s, DCR)`` -> ``reshape(transpose(reshape(x')))``
+    held as ``NCHW{b}c`` when ``b`` divides the result's channels (channel ``(ry * s + rx) * C + c``
+    keeps its inner index)."""
+    value = rw.moved_arg(call)
+    data, out = rw.tensor(call.args[0]), rw.tensor(call)
+    attrs = call.attrs
+    b = splits(value.held).get("C", 0) if value is not None else 0
+    if (value is None or data is None or out is None or attrs is None or attrs.layout != "NCHW"
+            or attrs.mode != "DCR" or value.held != blocked_layout(b) or not b or out.shape[1] % b):
         return None
     n, _, h, w = data.shape
-    s, b, cb = attrs.block_size, value.block, out.shape[1] // value.block
+    s, cb = attrs.block_size, out.shape[1] // b
     y = K.reshape(value.expr, (n, s, s, cb, h, w, b))
     y = K.transpose(y, (0, 3, 4, 1, 5, 2, 6))
-    return Value(K.reshape(y, (n, cb, h * s, w * s, b)), b)
-
-
-_POOLS = ("nn.max_pool2d", "nn.avg_pool2d", "nn.global_max_pool2d", "nn.global_avg_pool2d",
-          "nn.adaptive_max_pool2d", "nn.adaptive_avg_pool2d")
-_REDUCTIONS = ("sum", "mean", "max", "min", "prod")
-# Broadcasting ops whose extra operand is not a broadcast value.
-_NOT_BROADCAST = frozenset({"broadcast_to_like"})
+    return Held(K.reshape(y, (n, cb, h * s, w * s, b)), "NCHW", value.held)
 
 
 @functools.cache
-def propagation_rules() -> Mapping[str, LayoutRule]:
-    """The rules of blocked-layout propagation, by operator name (see the module docstring).
-
-    Returns
-    -------
-    mapping of str to LayoutRule
-        Read-only table shared by every AlterOpLayout run.
-    """
-    rules: dict[str, LayoutRule] = {}
-    for name, op_def in all_ops().items():
-        if op_def.pattern == OpPattern.ELEMWISE and op_def.num_inputs == 1:
-            rules[name] = _unary  # relu(x{b}) -> relu(x){b}
-        elif (op_def.pattern == OpPattern.BROADCAST and op_def.num_inputs >= 2
-              and op_def.attrs_type is None and name not in _NOT_BROADCAST):
-            rules[name] = _broadcast  # add(x{b}, c[C,1,1]) -> add(x{b}, c[1,C/b,1,1,b]){b}
-    rules["nn.bias_add"] = _bias_add  # bias_add(x{b}, v) -> add(x{b}, reshape(v)){b}
-    for name in _POOLS:
-        rules[name] = _pool  # pool(x{b}, NCHW) -> pool(x{b}, NCHW{b}c){b}
-    rules["nn.pad"] = _pad  # pad(x{b}, no channel padding) -> pad(x{b}){b}
-    rules["concatenate"] = _concatenate  # concat((x{b}, y{b})) -> concat(...){b}
-    rules["nn.depth_to_space"] = _depth_to_space  # d2s(x{b}, DCR) -> 7-d shuffle of x{b}{b}
-    for name in _REDUCTIONS:
-        rules[name] = _reduce  # mean(x{b}, [2, 3], keepdims) -> mean(x{b}, [2, 3]){b}
-    return rules
+def follow_rules() -> Mapping[str, Rule]:
+    """The rule of each layout behaviour (``OpDef.layout``) of operators that follow their
+    input's layout (see the module docstring)."""
+    return {
+        "elemwise": _elemwise,  # relu(x{NHWC as NCHW}) -> relu(x'){NHWC as NCHW}
+        "broadcast": _broadcast,  # add(x{NCHW as NCHW8c}, c[C,1,1]) -> add(x', c[1,C/8,1,1,8])
+        "axis": _axis,  # softmax(x{NHWC as NCHW}, axis=3) -> softmax(x', axis=1)
+        "bias_add": _bias_add,  # bias_add(x{NCHW as NCHW8c}, v) -> add(x', reshape(v))
+        "pool": _pool,  # pool(x{NHWC as NCHW}, NHWC) -> pool(x', NCHW)
+        "pad": _pad,  # pad(x{NHWC as NCHW}, w) -> pad(x', w permuted)
+        "concatenate": _concatenate,  # concat((x{NHWC as NCHW}, y), 3) -> concat((x', y'), 1)
+        "reduce": _reduce,  # mean(x{NHWC as NCHW}, [1, 2]) -> mean(x', [2, 3])
+        "layout_transform": _layout_transform,  # lt(x{NHWC as NCHW}, NHWC, NCHW) -> x'
+        "depth_to_space": _depth_to_space,  # d2s(x{NCHW as NCHW8c}, DCR) -> 7-d shuffle of x'
+    }
