@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln.errors import CompileError
+from kiln.runtime.module import Kernel
 from kiln.runtime.native import NativeLibrary
 from kiln.runtime.profiling import BenchmarkResult, time_function
 
@@ -84,6 +85,7 @@ class BuiltModule(NativeLibrary):
             ``f(*args) -> BenchmarkResult`` (``.mean``, ``.results`` in seconds per run).
         """
         kernel = self.get_function(func_name)
+        assert isinstance(kernel, Kernel)  # a native library's functions are its kernels
 
         def evaluator(*args: Any) -> BenchmarkResult:
             from kiln.runtime.module import _as_array
@@ -149,8 +151,7 @@ def build(inputs: Any, args: Sequence[Any] | None = None, target: Any = None,
     >>> mod(a, b, c)  # doctest: +SKIP
     """
     from kiln.codegen.c_codegen import CCodegen
-    from kiln.codegen.compiler import compile_cached
-    from kiln.codegen.native import target_compile_flags
+    from kiln.codegen.native import compile_module, runtime_object, target_compile_flags
     from kiln.te.loop_ir import PrimFunc
     from kiln.te.lower import lower
     from kiln.te.schedule import Schedule
@@ -172,6 +173,8 @@ def build(inputs: Any, args: Sequence[Any] | None = None, target: Any = None,
         raise CompileError(f"kiln.build takes a Schedule (with args) or a lowered PrimFunc, not "
                            f"{type(inputs).__name__}")
     source = CCodegen(vector_bytes).module([func])
-    so = compile_cached(source, func.name, flags=target_compile_flags(target or "c"))
+    flags = target_compile_flags(target or "c")
+    so = compile_module(source, func.name, flags=flags)
     signature = tuple((tuple(b.shape), b.dtype) for b in func.params)
-    return BuiltModule(so, func.name, [so.with_suffix(".c")], signature)
+    return BuiltModule(so, func.name, [so.with_suffix(".c"), runtime_object(flags).with_suffix(".c")],
+                       signature)

@@ -501,8 +501,7 @@ def _reference_outputs(payload: dict[str, Any], arrays: list[Any]) -> list[Any]:
     import numpy as np
 
     from kiln.codegen.c_codegen import CCodegen
-    from kiln.codegen.compiler import compile_cached
-    from kiln.codegen.native import COMPILE_FLAGS
+    from kiln.codegen.native import compile_module
     from kiln.runtime.native import NativeLibrary
     from kiln.te.dag import ComputeDAG
     from kiln.te.lower import lower
@@ -511,8 +510,7 @@ def _reference_outputs(payload: dict[str, Any], arrays: list[Any]) -> list[Any]:
     if key not in _reference_cache:
         dag = ComputeDAG(payload["tensors"])
         func = lower(dag, [], name="kiln_reference_kernel")
-        so = compile_cached(CCodegen(payload["vector_bytes"]).module([func]), "reference",
-                            flags=COMPILE_FLAGS)
+        so = compile_module(CCodegen(payload["vector_bytes"]).module([func]), "reference")
         ref_arrays = [a.copy() for a in arrays]
         NativeLibrary(so).kernel(func.name)(*ref_arrays)
         n_in = payload["n_inputs"]

@@ -41,7 +41,7 @@ from kiln.codegen.c_prelude import (
 )
 from kiln.codegen.c_reduce import emit_horizontal_reduction
 from kiln.codegen.c_registers import own_exprs, register_element, register_indices, register_lanes
-from kiln.codegen.c_runtime import RUNTIME_DECLS, RUNTIME_SOURCE
+from kiln.codegen.c_runtime import RUNTIME_DECLS
 from kiln.codegen.c_vector import emit_vector_loop
 from kiln.errors import CompileError
 from kiln.te import expr as E
@@ -193,18 +193,15 @@ class CCodegen:
         self.index_type = "int32_t"
 
     # --- modules ------------------------------------------------------------------------------
-    def module(self, funcs: Sequence[PrimFunc], define_runtime: bool = True) -> str:
+    def module(self, funcs: Sequence[PrimFunc]) -> str:
         """One translation unit: prelude, vector types and math, constants, then the kernels.
 
-        ``define_runtime`` adds the runtime (thread pool, ``kiln_set_num_threads``,
-        ``kiln_run_plan``; see :mod:`kiln.codegen.c_runtime`); a library compiled from several
-        units defines it in exactly one.
+        The unit declares the runtime (thread pool, ``kiln_set_num_threads``, ``kiln_run_plan``);
+        its definition is compiled once per compiler and flags and linked into every library
+        (:func:`kiln.codegen.c_runtime.runtime_unit`).
         """
         bodies = [self.function(f) for f in funcs]
-        parts = [SCALAR_PRELUDE, RUNTIME_DECLS]
-        if define_runtime:
-            parts.append(RUNTIME_SOURCE)
-        parts.append(self._vector_decls())
+        parts = [SCALAR_PRELUDE, RUNTIME_DECLS, self._vector_decls()]
         parts += self.constants
         parts += bodies
         return "\n".join(p.rstrip("\n") + "\n" for p in parts if p)

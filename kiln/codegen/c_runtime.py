@@ -53,7 +53,10 @@ arrays once over its storage plan, so running a graph is one call from Python.
 
 from __future__ import annotations
 
-__all__ = ["PARALLEL_FOR", "RUNTIME_DECLS", "RUNTIME_SOURCE", "RUN_PLAN_SYMBOL", "THREADS_SYMBOL"]
+from kiln.codegen.c_prelude import SCALAR_PRELUDE
+
+__all__ = ["PARALLEL_FOR", "RUNTIME_DECLS", "RUNTIME_SOURCE", "RUN_PLAN_SYMBOL", "THREADS_SYMBOL",
+           "runtime_unit"]
 
 PARALLEL_FOR = "kiln_parallel_for"
 RUN_PLAN_SYMBOL = "kiln_run_plan"
@@ -358,3 +361,12 @@ int32_t kiln_run_plan(int32_t n, void* const* fns, void** const* args) {
   return -1;
 }
 """
+
+
+def runtime_unit() -> str:
+    """The runtime's own translation unit: the scalar prelude, then :data:`RUNTIME_SOURCE`.
+
+    It is compiled once per compiler and flags (in the compile cache) and linked into every
+    library; kernel units only declare it (:data:`RUNTIME_DECLS`).
+    """
+    return "\n".join(p.rstrip("\n") + "\n" for p in (SCALAR_PRELUDE, RUNTIME_DECLS, RUNTIME_SOURCE))

@@ -334,6 +334,7 @@ def compile_cached(
     source_text: str,
     name_hint: str = "kernels",
     flags: Sequence[str] = (),
+    objects: Sequence[Path] = (),
 ) -> Path:
     """A shared library built from ``source_text``, from the cache when it was built before.
 
@@ -345,6 +346,9 @@ def compile_cached(
         Readable prefix of the cached file names.
     flags : sequence of str
         Extra compile flags (part of the key).
+    objects : sequence of Path
+        Object files linked into the library besides ``source_text``'s (their paths are part of
+        the key: name them after their contents, as this cache does).
 
     Returns
     -------
@@ -357,7 +361,7 @@ def compile_cached(
     """
     all_flags = compiler_flags(flags)
     key_text = "\0".join([source_text, *all_flags, settings.cc, compiler_version(),
-                          _native_signature(all_flags)])
+                          _native_signature(all_flags), *map(str, objects)])
     key = hashlib.sha256(key_text.encode()).hexdigest()[:24]
     stem = re.sub(r"[^A-Za-z0-9_]", "_", name_hint)[:48] or "kernels"
     base = _cache_dir() / f"{stem}-{key}"
@@ -374,8 +378,8 @@ def compile_cached(
         tmp = Path(tmp_dir)
         tmp_obj, tmp_so = tmp / obj.name, tmp / so.name
         _compile_object(src, tmp_obj, all_flags)
-        _run([*_cc(), *_link_flags(), str(tmp_obj), "-o", str(tmp_so), *LINK_LIBS],
-             f"linking {so.name}")
+        _run([*_cc(), *_link_flags(), str(tmp_obj), *map(str, objects), "-o", str(tmp_so),
+              *LINK_LIBS], f"linking {so.name}")
         os.replace(tmp_obj, obj)
         os.replace(tmp_so, so)
     return so

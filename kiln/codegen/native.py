@@ -31,6 +31,7 @@ import numpy as np
 
 from kiln import progress
 from kiln.codegen.c_codegen import CCodegen
+from kiln.codegen.c_runtime import runtime_unit
 from kiln.config import settings, usable_cpus
 from kiln.errors import CompileError
 from kiln.ir.expr import Call, Constant, Function, Op, Tuple, TupleGetItem, Var
@@ -52,6 +53,7 @@ __all__ = [
     "detect_vector_bytes",
     "float16_supported",
     "function_to_dag",
+    "compile_module",
     "generate_module_sources",
     "target_compile_flags",
 ]
@@ -292,11 +294,27 @@ def lower_function(name: str, func: Function, vector_bytes: int, num_threads: in
 
 def generate_module_sources(prims: Sequence[PrimFunc], vector_bytes: int,
                             chunk: int | None = None) -> list[str]:
-    """C translation units for the kernels (the first one defines the thread-count setter)."""
+    """C translation units for the kernels, ``chunk`` kernels each; they declare the runtime,
+    which :func:`build_native` links in (:func:`runtime_object`)."""
     chunk = chunk or KERNELS_PER_CHUNK
     groups = [list(prims[i:i + chunk]) for i in range(0, len(prims), chunk)] or [[]]
-    return [CCodegen(vector_bytes).module(g, define_runtime=(i == 0))
-            for i, g in enumerate(groups)]
+    return [CCodegen(vector_bytes).module(g) for g in groups]
+
+
+def compile_module(source: str, name_hint: str = "kernels", flags: Sequence[str] = COMPILE_FLAGS) -> Path:
+    """A shared library of one translation unit of :meth:`CCodegen.module <kiln.codegen.c_codegen.
+    CCodegen.module>` linked with the runtime (both from the compile cache when built before)."""
+    from kiln.codegen.compiler import compile_cached
+
+    return compile_cached(source, name_hint, flags=flags, objects=[runtime_object(flags)])
+
+
+def runtime_object(flags: Sequence[str]) -> Path:
+    """The C runtime (:func:`~kiln.codegen.c_runtime.runtime_unit`) compiled with ``flags``, once
+    per compiler and flags: its ``.o`` in the compile cache, with its ``.c`` beside it."""
+    from kiln.codegen.compiler import compile_cached
+
+    return compile_cached(runtime_unit(), "kiln_runtime", flags=flags).with_suffix(".o")
 
 
 def build_native(functions: Mapping[str, Function], target: Any = None, *,
@@ -338,12 +356,13 @@ def build_native(functions: Mapping[str, Function], target: Any = None, *,
     with progress.stage("generating C"):
         sources = generate_module_sources(prims, vector_bytes)
     hint = "kernels" if len(prims) != 1 else prims[0].name
+    runtime = runtime_object(flags)
     if len(sources) == 1:
         with progress.stage("compiling C", total=len(prims), unit="distinct kernels") as st:
-            so = compile_cached(sources[0], hint, flags=flags)
+            so = compile_cached(sources[0], hint, flags=flags, objects=[runtime])
             st.advance(len(prims))
-        lib = NativeLibrary(so, sources=[so.with_suffix(".c")], signatures=signatures,
-                            isa_features=isa.features, compile_flags=flags)
+        lib = NativeLibrary(so, sources=[so.with_suffix(".c"), runtime.with_suffix(".c")],
+                            signatures=signatures, isa_features=isa.features, compile_flags=flags)
         lib.functions = dict(functions)
         return lib
     workers = max(1, min(len(sources), usable_cpus()))
@@ -355,11 +374,12 @@ def build_native(functions: Mapping[str, Function], target: Any = None, *,
             return so
 
         parts = list(pool.map(compile_chunk, range(len(sources))))
-    key = hashlib.sha256("\0".join(str(p) for p in parts).encode()).hexdigest()[:24]
+    objects = [*(p.with_suffix(".o") for p in parts), runtime]
+    key = hashlib.sha256("\0".join(map(str, objects)).encode()).hexdigest()[:24]
     out = Path(settings.cache_dir) / "compile" / f"{hint}-{key}.so"
     if not out.is_file():
-        compile_shared([p.with_suffix(".o") for p in parts], out, extra_flags=flags)
-    lib = NativeLibrary(out, sources=[p.with_suffix(".c") for p in parts], signatures=signatures,
+        compile_shared(objects, out, extra_flags=flags)
+    lib = NativeLibrary(out, sources=[p.with_suffix(".c") for p in objects], signatures=signatures,
                         isa_features=isa.features, compile_flags=flags)
     lib.functions = dict(functions)  # provenance for the debugger (kiln.debug.compare)
     return lib

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kiln.codegen.c_codegen import CCodegen
+from kiln.codegen.c_runtime import runtime_unit
 from kiln.codegen.compiler import LINK_LIBS, compile_cached, compiler_flags
 from kiln.codegen.native import COMPILE_FLAGS
 from kiln.config import settings
@@ -34,7 +35,7 @@ _runtime_paths: dict[tuple[str, str], Path] = {}
 
 def runtime_source() -> str:
     """The C text of the runtime library: the prelude and the runtime, no kernel."""
-    return CCodegen().module([], define_runtime=True)
+    return runtime_unit()
 
 
 def runtime_library() -> Path:
@@ -64,7 +65,7 @@ def kernel_source(func: PrimFunc, vector_bytes: int = 32) -> str:
     vector_bytes : int
         Vector register bytes of the target.
     """
-    return CCodegen(vector_bytes).module([func], define_runtime=False)
+    return CCodegen(vector_bytes).module([func])
 
 
 def compile_kernel(sources: Sequence[str | Path], output: str | Path,

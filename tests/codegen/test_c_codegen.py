@@ -34,11 +34,11 @@ needs_cc = pytest.mark.requires_cc
 
 
 def _compile(funcs: list[PrimFunc], vector_bytes: int = 32):
-    from kiln.codegen.compiler import compile_cached
+    from kiln.codegen.native import compile_module
     from kiln.runtime.native import NativeLibrary
 
     src = CCodegen(vector_bytes).module(funcs)
-    return NativeLibrary(compile_cached(src, "c_codegen_test", flags=COMPILE_FLAGS))
+    return NativeLibrary(compile_module(src, "c_codegen_test"))
 
 
 # --- the three snapshot kernels -------------------------------------------------------------------
@@ -267,7 +267,7 @@ MATH_TARGETS = [(16, ()), (32, ()), (64, ()), (64, ("-mno-avx512f",)),
 
 @pytest.fixture(scope="module", params=MATH_TARGETS, ids=lambda t: f"{t[0]}B{''.join(t[1])}")
 def math_lib(request: pytest.FixtureRequest):
-    from kiln.codegen.compiler import compile_cached
+    from kiln.codegen.native import compile_module
     from kiln.runtime.native import NativeLibrary
 
     vector_bytes, flags = request.param
@@ -280,7 +280,7 @@ def math_lib(request: pytest.FixtureRequest):
         dag = te.ComputeDAG([x, y])
         funcs.append(lower(dag, default_schedule(dag, vector_bytes, 1), name=f"vmath_{name}"))
     text = CCodegen(vector_bytes).module(funcs)
-    lib = NativeLibrary(compile_cached(text, "vmath_test", flags=(*COMPILE_FLAGS, *flags)))
+    lib = NativeLibrary(compile_module(text, "vmath_test", flags=(*COMPILE_FLAGS, *flags)))
     return n, lib, text, vector_bytes // 4
 
 

@@ -23,8 +23,7 @@ from kiln import te
 from kiln.codegen.c_codegen import CCodegen
 from kiln.codegen.c_prelude import SCALAR_PRELUDE
 from kiln.codegen.c_runtime import RUNTIME_DECLS, RUNTIME_SOURCE
-from kiln.codegen.compiler import compile_cached
-from kiln.codegen.native import COMPILE_FLAGS
+from kiln.codegen.native import compile_module
 from kiln.runtime.native import NativeLibrary
 from kiln.te import expr as E
 from kiln.te.default_schedule import default_schedule
@@ -69,7 +68,7 @@ def _row_softmax(name: str, rows: int, cols: int) -> PrimFunc:
 
 def _library(funcs: list[PrimFunc], hint: str) -> tuple[NativeLibrary, str]:
     text = CCodegen(32).module(funcs)
-    return NativeLibrary(compile_cached(text, hint, flags=COMPILE_FLAGS)), text
+    return NativeLibrary(compile_module(text, hint)), text
 
 
 @pytest.fixture(scope="module")

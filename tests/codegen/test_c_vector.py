@@ -22,8 +22,7 @@ from hypothesis import strategies as st
 
 from kiln import te
 from kiln.codegen.c_codegen import CCodegen
-from kiln.codegen.compiler import compile_cached
-from kiln.codegen.native import COMPILE_FLAGS
+from kiln.codegen.native import compile_module
 from kiln.runtime.native import NativeLibrary
 from kiln.te import expr as E
 from kiln.te.default_schedule import default_schedule
@@ -150,7 +149,7 @@ def vector_lib() -> tuple[NativeLibrary, dict[str, Case], str]:
     kernels = _all_kernels()
     funcs = [f for f, _ in kernels]
     text = CCodegen(64).module(funcs)  # the generator takes any power-of-two vector loop
-    lib = NativeLibrary(compile_cached(text, "vector_tails_test", flags=COMPILE_FLAGS))
+    lib = NativeLibrary(compile_module(text, "vector_tails_test"))
     return lib, {c.name: c for _, c in kernels}, text
 
 

@@ -24,7 +24,7 @@ import pytest
 import kiln
 from kiln import relay, te
 from kiln.codegen.c_codegen import CCodegen
-from kiln.codegen.native import COMPILE_FLAGS, function_to_dag
+from kiln.codegen.native import function_to_dag
 from kiln.contrib import graph_executor
 from kiln.interpreter import evaluate
 from kiln.ir.module import IRModule
@@ -39,11 +39,11 @@ pytestmark = pytest.mark.requires_cc
 
 
 def _compile(funcs: list[PrimFunc], vector_bytes: int = 64):
-    from kiln.codegen.compiler import compile_cached
+    from kiln.codegen.native import compile_module
     from kiln.runtime.native import NativeLibrary
 
     src = CCodegen(vector_bytes).module(funcs)
-    return NativeLibrary(compile_cached(src, "perf_shapes_test", flags=COMPILE_FLAGS)), src
+    return NativeLibrary(compile_module(src, "perf_shapes_test")), src
 
 
 def _function_text(src: str, name: str) -> str:

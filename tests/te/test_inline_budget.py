@@ -98,11 +98,10 @@ def test_default_schedule_keeps_chains_within_the_budget(depth: int) -> None:
     text = CCodegen(32).module([func])
     assert len(text) < 400_000
     if HAVE_CC:
-        from kiln.codegen.compiler import compile_cached
-        from kiln.codegen.native import COMPILE_FLAGS
+        from kiln.codegen.native import compile_module
         from kiln.runtime.native import NativeLibrary
 
-        lib = NativeLibrary(compile_cached(text, "inline_budget_test", flags=COMPILE_FLAGS))
+        lib = NativeLibrary(compile_module(text, "inline_budget_test"))
         data = np.random.default_rng(depth).standard_normal(37).astype(np.float32) * 8
         got = np.empty(37, np.float32)
         lib.kernel("chain")(data, got)

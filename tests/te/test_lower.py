@@ -29,11 +29,11 @@ HAVE_CC = shutil.which("cc") is not None
 
 
 def _run_c(func, arrays: list[np.ndarray]) -> None:
-    from kiln.codegen.compiler import compile_cached
+    from kiln.codegen.native import compile_module
     from kiln.runtime.native import NativeLibrary
 
     src = CCodegen(32).module([func])
-    lib = NativeLibrary(compile_cached(src, "te_lower_test",
+    lib = NativeLibrary(compile_module(src, "te_lower_test",
                                        flags=["-ffp-contract=fast", "-fno-math-errno"]))
     lib.kernel(func.name)(*arrays)
 

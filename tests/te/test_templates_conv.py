@@ -296,8 +296,7 @@ AVX2_CASES = [CONV_CASES[8].name, CONV_CASES[9].name, WINDOW_CASES[2].name, WIND
 def test_templates_for_16_vector_registers() -> None:
     """Blocks of 8 scheduled for AVX2 (32-byte vectors, 16 registers: smaller tiles)."""
     from kiln.codegen.c_codegen import CCodegen
-    from kiln.codegen.compiler import compile_cached
-    from kiln.codegen.native import COMPILE_FLAGS
+    from kiln.codegen.native import compile_module
     from kiln.runtime.native import NativeLibrary
 
     avx2 = TargetInfo(vector_bytes=32, num_threads=2)
@@ -311,7 +310,7 @@ def test_templates_for_16_vector_registers() -> None:
         funcs[f"avx2_{name}"] = func
     source = CCodegen(32).module(prims)
     assert "kiln_f32x8 conv2d_NCHWc_local_0, " in source
-    lib = NativeLibrary(compile_cached(source, "templates_avx2", flags=COMPILE_FLAGS))
+    lib = NativeLibrary(compile_module(source, "templates_avx2"))
     for key, func in funcs.items():
         arrays = _inputs(func, 11)
         ref = np.asarray(evaluate(IRModule.from_expr(func), arrays))
