@@ -96,6 +96,11 @@ class Module:
             raise FunctionNotFoundError(f"Module[{self.type_key}] has no function {name!r}")
         return fn
 
+    def get_source(self, fmt: str = "") -> str:
+        """The source this module was compiled from, as TVM's ``Module.get_source`` (``""``
+        for modules without one)."""
+        return ""
+
     def implemented(self, name: str) -> bool:
         """Whether ``get_function(name)`` would succeed."""
         return self._function(name) is not None

@@ -391,6 +391,26 @@ class NativeLibrary(KernelLibrary):
                                          "(was the compile cache pruned?); build again to export")
         return inputs
 
+    def get_source(self, fmt: str = "c") -> str:
+        """The C the library was compiled from: its kernel units, then the runtime's.
+
+        Raises
+        ------
+        RuntimeFormatError
+            ``fmt`` is not ``"c"``/``""``, or the library was loaded without its sources.
+        """
+        if fmt not in ("", "c"):
+            raise RuntimeFormatError(f"{self.path.name} has only C source, not {fmt!r}")
+        if not self.sources:
+            raise RuntimeFormatError(f"{self.path.name} was loaded without its sources")
+        texts = []
+        for src in self.sources:
+            if not src.is_file():
+                raise RuntimeFormatError(f"the source {src} of {self.path.name} no longer exists "
+                                         "(was the compile cache pruned?)")
+            texts.append(src.read_text())
+        return "\n".join(texts)
+
     def export_library(self, file_name: str | Path) -> None:
         """Write the kernels (without a graph) as one shared library.
 

@@ -155,3 +155,20 @@ def test_run_allocates_no_tensors(lib: NativeLibrary, tiny_graph: str) -> None:
     finally:
         tracemalloc.stop()
     assert peak < 4096  # a few ctypes temporaries at most; no arrays, no per-run setup
+
+
+@pytest.mark.requires_cc
+def test_get_source_returns_the_c_of_a_built_model() -> None:
+    x = kiln.relay.var("x", shape=(4, 8), dtype="float32")
+    mod = kiln.IRModule.from_expr(kiln.relay.Function([x], kiln.relay.nn.relu(x * kiln.relay.const(2.0))))
+    lib = kiln.relay.build(mod, target="llvm")
+    source = lib.get_lib().get_source()
+    # one function per fused group named by its func_name, then the runtime compiled beside it
+    assert "tvmgen_default_fused_multiply_nn_relu" in source
+    assert "void kiln_set_num_threads(int32_t n)" in source
+    assert lib.get_lib().get_source("c") == source
+    with pytest.raises(RuntimeFormatError, match="only C source"):
+        lib.get_lib().get_source("ll")
+    loaded = NativeLibrary(lib.get_lib().path)
+    with pytest.raises(RuntimeFormatError, match="without its sources"):
+        loaded.get_source()
