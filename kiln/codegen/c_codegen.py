@@ -25,8 +25,8 @@ Output is deterministic: the same loop IR always gives the same text.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,6 +42,16 @@ from kiln.codegen.c_prelude import (
 from kiln.codegen.c_reduce import emit_horizontal_reduction
 from kiln.codegen.c_registers import own_exprs, register_element, register_indices, register_lanes
 from kiln.codegen.c_runtime import RUNTIME_DECLS
+from kiln.codegen.c_types import (
+    C_TYPES,
+    MASK_INT,
+    UNSIGNED_OF,
+    bits,
+    c_literal,
+    c_type,
+    np_name,
+    vector_type_name,
+)
 from kiln.codegen.c_vector import emit_vector_loop
 from kiln.errors import CompileError
 from kiln.te import expr as E
@@ -67,18 +77,12 @@ from kiln.te.visit import post_order, substitute
 __all__ = [
     "C_TYPES",
     "CCodegen",
+    "FunctionState",
     "c_literal",
     "c_type",
     "float_to_int_helper",
     "vector_type_name",
 ]
-
-C_TYPES = {
-    "bool": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
-    "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t",
-    "uint64": "uint64_t", "float16": "_Float16", "float32": "float", "float64": "double",
-}
-_UNSIGNED_OF = {"int8": "uint8_t", "int16": "uint16_t", "int32": "uint32_t", "int64": "uint64_t"}
 
 # Scalar libm names for float32 (float64 drops the ``f``); float16 computes in float32.
 _LIBM = {
@@ -101,51 +105,7 @@ _STACK_LIMIT_LOOP = 1 << 18
 # their variable does not index the tile (a kernel window, say).
 _EXPAND_SHORT = 16
 _BINOP = {"add": "+", "sub": "-", "mul": "*"}
-_MASK_INT = {8: "int8", 16: "int16", 32: "int32", 64: "int64"}
 _CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-
-
-def c_type(dtype: str) -> str:
-    """The C type storing elements of ``dtype``."""
-    try:
-        return C_TYPES[dtype]
-    except KeyError:
-        raise CompileError(f"dtype {dtype} has no C type") from None
-
-
-def c_literal(value: float | int, dtype: str) -> str:
-    """A C literal of ``value`` as ``dtype`` (exact for every finite float)."""
-    if E.is_float_dtype(dtype):
-        v = float(value)
-        if math.isnan(v):
-            text = "NAN"
-        elif math.isinf(v):
-            text = "INFINITY" if v > 0 else "(-INFINITY)"
-        elif dtype == "float64":
-            text = repr(v)
-            if "e" not in text and "." not in text and "n" not in text:
-                text += ".0"
-        else:
-            text = f"{v:.9g}"
-            if "e" not in text and "." not in text:
-                text += ".0"
-            text += "f"
-        if dtype == "float16":
-            return f"((_Float16){text})"
-        return text if not text.startswith("-") else f"({text})"
-    v = int(value)
-    if dtype == "bool":
-        return str(int(v != 0))
-    bits = E.dtype_bits(dtype)
-    if E.is_uint_dtype(dtype):
-        return f"{v}u" if bits <= 32 else f"{v}ull"
-    if bits == 64:
-        if v == -(1 << 63):
-            return "(-9223372036854775807ll - 1)"
-        return f"{v}ll" if v >= 0 else f"({v}ll)"
-    if v == -(1 << 31):
-        return "(-2147483647 - 1)"
-    return str(v) if v >= 0 else f"({v})"
 
 
 def _has_load(e: PrimExpr) -> bool:
@@ -153,7 +113,10 @@ def _has_load(e: PrimExpr) -> bool:
 
 
 @dataclass
-class _FuncState:
+class FunctionState:
+    """What the emitter knows about the function being written; shared with the statement
+    emitters of the other ``c_*`` modules."""
+
     func_name: str = ""
     lines: list[str] = field(default_factory=list)
     indent: int = 1
@@ -188,7 +151,7 @@ class CCodegen:
         self.vector_math: set[int] = set()  # float32 lane counts needing vector math
         self.masked_types: set[tuple[str, int]] = set()  # (dtype, lanes) with masked moves
         self.constants: list[str] = []
-        self._f: _FuncState = _FuncState()
+        self.state: FunctionState = FunctionState()
         self.simp = Simplifier()
         self.index_type = "int32_t"
 
@@ -211,11 +174,11 @@ class CCodegen:
         for lanes in self.vector_math:
             types.update({("float32", lanes), ("int32", lanes)})
         for dtype, lanes in self.masked_types:
-            types.update({(dtype, lanes), (_MASK_INT[_bits(dtype)], lanes)})
+            types.update({(dtype, lanes), (MASK_INT[bits(dtype)], lanes)})
         lines = []
         for dtype, lanes in sorted(types, key=lambda t: (t[1], t[0])):
             ct = c_type(dtype)
-            size = np.dtype(_np_name(dtype)).itemsize
+            size = np.dtype(np_name(dtype)).itemsize
             name = vector_type_name(dtype, lanes)
             lines.append(f"typedef {ct} {name} __attribute__((vector_size({size * lanes})));")
             lines.append(f"typedef {ct} {name}u __attribute__((vector_size({size * lanes}), "
@@ -224,10 +187,10 @@ class CCodegen:
         if self.masked_types or self.vector_math:
             text += INTRINSICS_INCLUDE
         for dtype, lanes in sorted(self.masked_types, key=lambda t: (t[1], t[0])):
-            bits = _bits(dtype)
+            width = bits(dtype)
             vt = vector_type_name(dtype, lanes)
-            text += masked_helpers(vt, vector_type_name(_MASK_INT[bits], lanes), c_type(dtype),
-                                   vt[len("kiln_"):], bits, lanes, E.is_float_dtype(dtype))
+            text += masked_helpers(vt, vector_type_name(MASK_INT[width], lanes), c_type(dtype),
+                                   vt[len("kiln_"):], width, lanes, E.is_float_dtype(dtype))
         if self.vector_math:
             text += VECTOR_MATH_TABLES
         for lanes in sorted(self.vector_math):
@@ -237,7 +200,7 @@ class CCodegen:
     # --- functions ----------------------------------------------------------------------------
     def function(self, func: PrimFunc) -> str:
         """The C text of one kernel (its constants are added to :attr:`constants`)."""
-        self._f = _FuncState(func_name=func.name)
+        self.state = FunctionState(func_name=func.name)
         self.simp = Simplifier(_loop_ranges(func.body))
         biggest = max([b.size for b in func.params] + [_max_alloc(func.body), 0])
         self.index_type = "int64_t" if biggest >= (1 << 31) - 1 else "int32_t"
@@ -255,7 +218,7 @@ class CCodegen:
             shape = "x".join(str(d) for d in b.shape) or "scalar"
             head.append(f" * args[{i}] {b.kind:6s} {b.name}: {b.dtype}[{shape}]")
         head.append(" */")
-        f = self._f
+        f = self.state
         f.lines = [f"int32_t {func.name}(void** args) {{"]
         for i, b in enumerate(func.params):
             ct = c_type(b.dtype)
@@ -290,16 +253,16 @@ class CCodegen:
         values = ", ".join(c_literal(v.item(), buf.dtype) for v in flat) or "0"
         self.constants.append(f"static const {c_type(buf.dtype)} {global_name}[{max(flat.size, 1)}]"
                               f" = {{{values}}};\n")
-        self._f.lines.append(f"  const {c_type(buf.dtype)}* restrict {buf.name} = {global_name};")
+        self.state.lines.append(f"  const {c_type(buf.dtype)}* restrict {buf.name} = {global_name};")
         self._reserve(buf.name)
 
     # --- names --------------------------------------------------------------------------------
     def _reserve(self, name: str) -> None:
-        self._f.used_names.add(name)
+        self.state.used_names.add(name)
 
     def var_name(self, v: Var) -> str:
         """The C name of a variable (unique in the function)."""
-        f = self._f
+        f = self.state
         name = f.var_names.get(id(v))
         if name is None:
             base = v.name or "v"
@@ -313,7 +276,7 @@ class CCodegen:
 
     def temp_name(self, base: str) -> str:
         """A fresh local name."""
-        f = self._f
+        f = self.state
         name, n = base, 1
         while name in f.used_names:
             name = f"{base}{n}"
@@ -323,12 +286,34 @@ class CCodegen:
 
     def emit(self, line: str) -> None:
         """Append one line at the current indentation."""
-        self._f.lines.append("  " * self._f.indent + line)
+        self.state.lines.append("  " * self.state.indent + line)
+
+    @contextlib.contextmanager
+    def block(self, opening: str | None = None, closing: str | None = "}",
+              collapse: bool = False) -> Iterator[None]:
+        """Lines emitted inside are indented one level more, between ``opening`` and ``closing``
+        (each emitted when given). ``collapse``: a block that holds one plain statement (no
+        helper call, no ``if``) is written as that statement alone."""
+        state = self.state
+        start = len(state.lines)
+        if opening is not None:
+            self.emit(opening)
+        state.indent += 1
+        try:
+            yield
+        finally:
+            state.indent -= 1
+        if closing is not None:
+            self.emit(closing)
+        lines = state.lines
+        if (collapse and opening is not None and closing is not None and len(lines) == start + 3
+                and not lines[start + 1].lstrip().startswith(("kiln_", "if"))):
+            lines[start:] = [lines[start + 1][2:]]
 
     @property
     def registers(self) -> dict[int, tuple[int, str]]:
         """Buffers of the current function held in vector variables: ``id -> (lanes, name)``."""
-        return self._f.registers
+        return self.state.registers
 
     # --- statements ---------------------------------------------------------------------------
     def branch(self, s: IfThenElse, body: Callable[[Stmt], None]) -> None:
@@ -339,15 +324,11 @@ class CCodegen:
             if chosen is not None:
                 body(chosen)
             return
-        self.emit(f"if ({self.cond(s.condition)}) {{")
-        self._f.indent += 1
-        body(s.then_case)
-        self._f.indent -= 1
+        with self.block(f"if ({self.cond(s.condition)}) {{", closing=None):
+            body(s.then_case)
         if s.else_case is not None:
-            self.emit("} else {")
-            self._f.indent += 1
-            body(s.else_case)
-            self._f.indent -= 1
+            with self.block("} else {", closing=None):
+                body(s.else_case)
         self.emit("}")
 
     def stmt(self, s: Stmt) -> None:
@@ -358,19 +339,17 @@ class CCodegen:
         elif isinstance(s, For):
             self._for(s)
         elif isinstance(s, Store):
-            if id(s.buffer) in self._f.registers:
+            if id(s.buffer) in self.state.registers:
                 target = register_element(self, s.buffer, s.index)
             else:
                 target = f"{s.buffer.name}[{self.expr(s.index)}]"
             self.emit(f"{target} = {self._stored(s)};")
         elif isinstance(s, LetStmt):
-            self.emit("{")
-            self._f.indent += 1
-            self._f.var_types[id(s.var)] = c_type(s.var.dtype)
-            self.emit(f"const {c_type(s.var.dtype)} {self.var_name(s.var)} = {self.expr(s.value)};")
-            self.stmt(s.body)
-            self._f.indent -= 1
-            self.emit("}")
+            with self.block("{"):
+                self.state.var_types[id(s.var)] = c_type(s.var.dtype)
+                self.emit(f"const {c_type(s.var.dtype)} {self.var_name(s.var)} = "
+                          f"{self.expr(s.value)};")
+                self.stmt(s.body)
         elif isinstance(s, IfThenElse):
             self.branch(s, self.stmt)
         elif isinstance(s, Allocate):
@@ -389,12 +368,16 @@ class CCodegen:
     def _allocate(self, s: Allocate) -> None:
         b = s.buffer
         ct = c_type(b.dtype)
-        nbytes = b.size * np.dtype(_np_name(b.dtype)).itemsize
-        limit = _STACK_LIMIT_LOOP if self._f.loop_depth else _STACK_LIMIT_TOP
+        nbytes = b.size * np.dtype(np_name(b.dtype)).itemsize
+        limit = _STACK_LIMIT_LOOP if self.state.loop_depth else _STACK_LIMIT_TOP
         self._reserve(b.name)
-        self._f.buffer_types[id(b)] = f"{ct}*"
-        self.emit("{")
-        self._f.indent += 1
+        self.state.buffer_types[id(b)] = f"{ct}*"
+        with self.block("{"):
+            self._allocated(s, ct, nbytes, limit)
+
+    def _allocated(self, s: Allocate, ct: str, nbytes: int, limit: int) -> None:
+        """The body of an allocation's block: the buffer's declaration, its statement, its free."""
+        b = s.buffer
         lanes = register_lanes(s, self)
         if lanes:
             vt = vector_type_name(b.dtype, lanes)
@@ -406,9 +389,9 @@ class CCodegen:
             for first in range(0, count, 8):
                 names = ", ".join(f"{b.name}_{k}" for k in range(first, min(first + 8, count)))
                 self.emit(f"{vt} {names};")
-            self._f.registers[id(b)] = (lanes, b.name)
+            self.state.registers[id(b)] = (lanes, b.name)
             self.stmt(s.body)
-            del self._f.registers[id(b)]
+            del self.state.registers[id(b)]
         elif nbytes <= limit:
             self.emit(f"{ct} {b.name}[{max(b.size, 1)}] __attribute__((aligned(64)));"
                       f"  /* {b.scope} buffer, {nbytes} bytes */")
@@ -416,22 +399,20 @@ class CCodegen:
         else:
             self.emit(f"{ct}* restrict {b.name} = ({ct}*)malloc({b.size}u * sizeof({ct}));"
                       f"  /* {b.scope} buffer, {nbytes} bytes */")
-            fail = "abort();" if self._f.loop_depth else "return -1;"
+            fail = "abort();" if self.state.loop_depth else "return -1;"
             self.emit(f"if ({b.name} == NULL) {fail}")
             self.stmt(s.body)
             self.emit(f"free({b.name});")
-        self._f.indent -= 1
-        self.emit("}")
 
     def _for(self, s: For) -> None:
         if s.kind == "vectorized" and emit_vector_loop(self, s):
             return
         if s.kind in ("serial", "unrolled") and emit_horizontal_reduction(self, s):
             return
-        if s.kind == "unrolled" and self._f.registers and self._expands(s):
+        if s.kind == "unrolled" and self.state.registers and self._expands(s):
             self._expand(s)
             return
-        f = self._f
+        f = self.state
         kind = s.kind
         if kind == "parallel" and not f.in_parallel and emit_parallel_loop(self, s):
             return
@@ -442,19 +423,16 @@ class CCodegen:
             self.emit(f"#pragma GCC unroll {min(s.extent, 64)}")
         elif kind == "vectorized" and _simd_safe(s):
             self.emit("#pragma omp simd")
-        self.emit(f"for ({it} {var} = 0; {var} < {s.extent}; ++{var}) {{")
-        f.indent += 1
-        f.loop_depth += 1
-        self.stmt(s.body)
-        f.loop_depth -= 1
-        f.indent -= 1
-        self.emit("}")
+        with self.block(f"for ({it} {var} = 0; {var} < {s.extent}; ++{var}) {{"):
+            f.loop_depth += 1
+            self.stmt(s.body)
+            f.loop_depth -= 1
 
     def _expands(self, s: For) -> bool:
         """Whether an unrolled loop is written out copy by copy: when its variable indexes a
         buffer held in vector variables (the indices must become constants), or when it is a
         short loop around such accesses (straight-line code lets the compiler share loads)."""
-        indices = register_indices(s.body, self._f.registers)
+        indices = register_indices(s.body, self.state.registers)
         if indices is None:
             return False
         return s.extent <= _EXPAND_SHORT or any(
@@ -482,7 +460,7 @@ class CCodegen:
         if isinstance(e, (E.IntImm, E.FloatImm)):
             return c_literal(e.value, e.dtype)
         if isinstance(e, BufferLoad):
-            if id(e.buffer) in self._f.registers:
+            if id(e.buffer) in self.state.registers:
                 return register_element(self, e.buffer, e.index)
             return f"{e.buffer.name}[{self.expr(e.index)}]"
         if isinstance(e, E.Binary):
@@ -508,15 +486,15 @@ class CCodegen:
         a, b = self.expr(e.a), self.expr(e.b)
         dt = e.dtype
         if E.is_float_dtype(dt):
-            return self._float_binary(e.kind, a, b, dt)
+            return self.float_binary(e.kind, a, b, dt)
         ct = c_type(dt)
         index = not (_has_load(e.a) or _has_load(e.b))
         if e.kind in _BINOP:
             op = _BINOP[e.kind]
             if index and dt in ("int32", "int64"):
                 return f"({a} {op} {b})"
-            if dt in _UNSIGNED_OF and E.dtype_bits(dt) >= 32:
-                u = _UNSIGNED_OF[dt]
+            if dt in UNSIGNED_OF and E.dtype_bits(dt) >= 32:
+                u = UNSIGNED_OF[dt]
                 return f"({ct})(({u}){a} {op} ({u}){b})"
             return f"({ct})({a} {op} {b})"
         if e.kind in ("min", "max"):
@@ -530,10 +508,10 @@ class CCodegen:
             return f"kiln_{e.kind}_{int_helper_names(dt)}({a}, {b})"
         raise CompileError(f"cannot generate C for {e.kind} of {dt}")
 
-    def _float_binary(self, kind: str, a: str, b: str, dt: str) -> str:
+    def float_binary(self, kind: str, a: str, b: str, dt: str) -> str:
         ct = c_type(dt)
         if dt == "float16":
-            inner = self._float_binary(kind, f"(float){a}", f"(float){b}", "float32")
+            inner = self.float_binary(kind, f"(float){a}", f"(float){b}", "float32")
             return f"(({ct}){inner})"
         suffix = "f" if dt == "float32" else "d"
         if kind in _BINOP:
@@ -616,22 +594,6 @@ def float_to_int_helper(dst: str) -> str:
     if dst == "int32":
         return "kiln_f2i32"
     return f"({c_type(dst)})kiln_f2i32"
-
-
-def vector_type_name(dtype: str, lanes: int) -> str:
-    """Name of the GCC vector type of ``lanes`` elements of ``dtype`` (bool: uint8)."""
-    short = {"bool": "u8", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
-             "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
-             "float16": "f16", "float32": "f32", "float64": "f64"}[dtype]
-    return f"kiln_{short}x{lanes}"
-
-
-def _bits(dtype: str) -> int:
-    return 8 if dtype == "bool" else E.dtype_bits(dtype)
-
-
-def _np_name(dtype: str) -> str:
-    return "bool" if dtype == "bool" else dtype
 
 
 def _balanced(text: str) -> bool:

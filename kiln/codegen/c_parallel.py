@@ -93,7 +93,7 @@ def emit_parallel_loop(cg: CCodegen, loop: For) -> bool:
         False, with nothing emitted, when the body touches register-tile variables of the
         enclosing function (the caller then emits a serial loop).
     """
-    f = cg._f
+    f = cg.state
     nest = [loop]
     body = loop.body
     while isinstance(body, For) and body.kind == "parallel" and len(nest) < MAX_COLLAPSE:
@@ -143,34 +143,29 @@ def emit_parallel_loop(cg: CCodegen, loop: For) -> bool:
     it = cg.index_type
     if len(nest) == 1:
         name = cg.var_name(loop.var)
-        cg.emit(f"for ({it} {name} = ({it})kiln_begin; {name} < ({it})kiln_end; ++{name}) {{")
-        f.indent += 1
+        header = f"for ({it} {name} = ({it})kiln_begin; {name} < ({it})kiln_end; ++{name}) {{"
     else:
-        cg.emit("for (int64_t kiln_i = kiln_begin; kiln_i < kiln_end; ++kiln_i) {")
-        f.indent += 1
-        inner = total
-        for k, x in enumerate(nest):
-            inner //= x.extent
-            value = "kiln_i" if inner == 1 else f"kiln_i / {inner}"
-            if k:
-                value = f"({value}) % {x.extent}"
-            cg.emit(f"const {it} {cg.var_name(x.var)} = ({it})({value});")
-    for x in nest:
-        f.var_types[id(x.var)] = it
-    f.in_parallel, f.loop_depth = True, f.loop_depth + len(nest)
-    cg.stmt(body)
-    f.indent -= 1
-    cg.emit("}")
+        header = "for (int64_t kiln_i = kiln_begin; kiln_i < kiln_end; ++kiln_i) {"
+    with cg.block(header):
+        if len(nest) > 1:
+            inner = total
+            for k, x in enumerate(nest):
+                inner //= x.extent
+                value = "kiln_i" if inner == 1 else f"kiln_i / {inner}"
+                if k:
+                    value = f"({value}) % {x.extent}"
+                cg.emit(f"const {it} {cg.var_name(x.var)} = ({it})({value});")
+        for x in nest:
+            f.var_types[id(x.var)] = it
+        f.in_parallel, f.loop_depth = True, f.loop_depth + len(nest)
+        cg.stmt(body)
     f.lines.append("}")
     f.outlined.append("\n".join(f.lines) + "\n")
     f.lines, f.indent, f.in_parallel, f.loop_depth = saved
 
     ctx_var = cg.temp_name("kiln_ctx")
-    cg.emit("{")
-    f.indent += 1
-    values = ", ".join(name for _, name in members) or "0"
-    cg.emit(f"{ctx_type} {ctx_var} = {{{values}}};")
-    cg.emit(f"{PARALLEL_FOR}({fn}, &{ctx_var}, {total});")
-    f.indent -= 1
-    cg.emit("}")
+    with cg.block("{"):
+        values = ", ".join(name for _, name in members) or "0"
+        cg.emit(f"{ctx_type} {ctx_var} = {{{values}}};")
+        cg.emit(f"{PARALLEL_FOR}({fn}, &{ctx_var}, {total});")
     return True

@@ -14,8 +14,10 @@ several rows at once) becomes one vector of those values, halved ``log2(extent)`
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
+from kiln.codegen.c_types import MASK_INT, c_type, vector_type_name
 from kiln.codegen.c_vector import VectorBody, vector_supported
 from kiln.te import expr as E
 from kiln.te.expr import PrimExpr, Var
@@ -27,7 +29,6 @@ if TYPE_CHECKING:
 
 __all__ = ["emit_horizontal_reduction"]
 
-_MASK_DTYPE = {32: "int32", 64: "int64"}
 _TREE_KINDS = ("add", "mul", "max", "min")
 
 
@@ -87,7 +88,6 @@ def emit_horizontal_reduction(cg: CCodegen, loop: For) -> bool:
         and high halves; ``max``/``min`` keep NumPy's NaN propagation), and the result combined
         with ``x[i]`` once. Sums and products are reassociated (like any vectorized reduction).
     """
-    from kiln.codegen.c_codegen import c_type, vector_type_name
 
     lanes = loop.extent
     if lanes < 2 or lanes & (lanes - 1) or lanes > 64:
@@ -102,16 +102,23 @@ def emit_horizontal_reduction(cg: CCodegen, loop: For) -> bool:
         return False
     assert isinstance(st.value, E.Binary)
     kind = st.value.kind
-    for x in inner:
-        if x.kind == "unrolled":
-            cg.emit(f"#pragma GCC unroll {min(x.extent, 64)}")
-        name = cg.var_name(x.var)
-        cg._f.var_types[id(x.var)] = cg.index_type
-        cg.emit(f"for ({cg.index_type} {name} = 0; {name} < {x.extent}; ++{name}) {{")
-        cg._f.indent += 1
+    with contextlib.ExitStack() as blocks:
+        for x in inner:
+            if x.kind == "unrolled":
+                cg.emit(f"#pragma GCC unroll {min(x.extent, 64)}")
+            name = cg.var_name(x.var)
+            cg.state.var_types[id(x.var)] = cg.index_type
+            blocks.enter_context(
+                cg.block(f"for ({cg.index_type} {name} = 0; {name} < {x.extent}; ++{name}) {{"))
+        blocks.enter_context(cg.block(f"{{  /* {cg.var_name(v)}: {lanes} lanes, {kind} tree */"))
+        _emit_tree(cg, st, v, lanes, kind, src, dt, old_first)
+    return True
+
+
+def _emit_tree(cg: CCodegen, st: Store, v: Var, lanes: int, kind: str, src: PrimExpr, dt: str,
+               old_first: bool) -> None:
+    """The tree reduction of ``src`` over ``lanes`` lanes of ``v`` into ``st``'s element."""
     body = VectorBody(cg, v, lanes)
-    cg.emit(f"{{  /* {cg.var_name(v)}: {lanes} lanes, {kind} tree */")
-    cg._f.indent += 1
     cur = body.as_vec(body.expr(src), dt)
     if not cur.isidentifier():
         cur = body.temp(body.vtype(dt), cur)
@@ -128,8 +135,8 @@ def emit_horizontal_reduction(cg: CCodegen, loop: For) -> bool:
         if kind in ("add", "mul"):
             code = f"{a} {'+' if kind == 'add' else '*'} {b}"
         else:
-            it = vector_type_name(_MASK_DTYPE[E.dtype_bits(dt)], half)
-            cg.vector_types.add((_MASK_DTYPE[E.dtype_bits(dt)], half))
+            it = vector_type_name(MASK_INT[E.dtype_bits(dt)], half)
+            cg.vector_types.add((MASK_INT[E.dtype_bits(dt)], half))
             m = cg.temp_name("m")
             cg.emit(f"{it} {m} = ({a} {'>' if kind == 'max' else '<'} {b}) | ({a} != {a});")
             code = f"({vt})((({it}){a} & {m}) | (({it}){b} & ~{m}))"
@@ -139,11 +146,7 @@ def emit_horizontal_reduction(cg: CCodegen, loop: For) -> bool:
     total = Var(cg.temp_name("fold"), dt)
     lane0, lane1 = f"{cur}[0]", f"{cur}[1]"
     cg.emit(f"const {c_type(dt)} {cg.var_name(total)} = "
-            f"{cg._float_binary(kind, lane0, lane1, dt)};")
+            f"{cg.float_binary(kind, lane0, lane1, dt)};")
     old = BufferLoad(st.buffer, st.index, dt)
     pair = (old, total) if old_first else (total, old)
     cg.stmt(Store(st.buffer, st.index, E.Binary(kind, pair[0], pair[1], dt)))
-    for _ in range(len(inner) + 1):
-        cg._f.indent -= 1
-        cg.emit("}")
-    return True

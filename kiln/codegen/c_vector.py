@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kiln.codegen.c_registers import own_exprs, register_vector
+from kiln.codegen.c_types import MASK_INT, c_type, vector_type_name
+from kiln.codegen.c_types import bits as element_bits
 from kiln.te import expr as E
 from kiln.te.expr import PrimExpr, Var, const
 from kiln.te.loop_ir import (
@@ -48,7 +50,6 @@ if TYPE_CHECKING:
 __all__ = ["VectorBody", "emit_vector_loop", "vector_supported"]
 
 _VECTOR_MATH = ("exp", "tanh", "sigmoid", "erf")
-_MASK_DTYPE = {8: "int8", 16: "int16", 32: "int32", 64: "int64"}
 
 
 @dataclass
@@ -59,10 +60,6 @@ class _VVal:
     kind: str
     dtype: str
     bits: int = 0
-
-
-def _bits(dtype: str) -> int:
-    return 8 if dtype == "bool" else E.dtype_bits(dtype)
 
 
 def _is_const(e: PrimExpr, value: bool) -> bool:
@@ -92,19 +89,12 @@ def emit_vector_loop(cg: CCodegen, loop: For) -> bool:
         return False
     v = loop.var
     name = cg.var_name(v)
-    start = len(cg._f.lines)
-    cg.emit(f"{{  /* {name}: {lanes} lanes */")
-    cg._f.indent += 1
-    if guard is None:
-        VectorBody(cg, v, lanes).emit(body)
-    else:
-        _guarded(cg, v, lanes, guard, body)
-    cg._f.indent -= 1
-    cg.emit("}")
-    lines = cg._f.lines
-    if len(lines) == start + 3 and not lines[start + 1].lstrip().startswith(("kiln_", "if")):
-        # a single assignment (a register tile update, say) needs no block of its own
-        lines[start:] = [lines[start + 1][2:]]
+    # a single assignment (a register tile update, say) needs no block of its own
+    with cg.block(f"{{  /* {name}: {lanes} lanes */", collapse=True):
+        if guard is None:
+            VectorBody(cg, v, lanes).emit(body)
+        else:
+            _guarded(cg, v, lanes, guard, body)
     return True
 
 
@@ -115,8 +105,14 @@ def _guarded(cg: CCodegen, v: Var, lanes: int, guard: PrimExpr, body: Stmt) -> N
     if any(_is_const(c, False) for c in uniform):
         return  # never runs (a copy of an unrolled loop past the data)
     if uniform:
-        cg.emit(f"if ({cg.cond(_all_of(uniform))}) {{")
-        cg._f.indent += 1
+        with cg.block(f"if ({cg.cond(_all_of(uniform))}) {{"):
+            _lane_checked(cg, v, lanes, varying, body)
+    else:
+        _lane_checked(cg, v, lanes, varying, body)
+
+
+def _lane_checked(cg: CCodegen, v: Var, lanes: int, varying: PrimExpr, body: Stmt) -> None:
+    """The vector body, masked by the lane check ``varying`` where it can fail."""
     # the lane check is linear in v: it holds at every lane iff it holds at both ends
     ends = [cg.simp.simplify(substitute(varying, {v: const(k)})) for k in (0, lanes - 1)]
     if any(_is_const(c, False) for c in ends):
@@ -125,18 +121,10 @@ def _guarded(cg: CCodegen, v: Var, lanes: int, guard: PrimExpr, body: Stmt) -> N
         VectorBody(cg, v, lanes).emit(body)
     else:
         checks = [f"({cg.cond(c)})" for c in ends if not isinstance(c, E.IntImm)]
-        cg.emit(f"if ({' && '.join(checks)}) {{")
-        cg._f.indent += 1
-        VectorBody(cg, v, lanes).emit(body)
-        cg._f.indent -= 1
-        cg.emit("} else {")
-        cg._f.indent += 1
-        VectorBody(cg, v, lanes, varying).emit(body)
-        cg._f.indent -= 1
-        cg.emit("}")
-    if uniform:
-        cg._f.indent -= 1
-        cg.emit("}")
+        with cg.block(f"if ({' && '.join(checks)}) {{", closing=None):
+            VectorBody(cg, v, lanes).emit(body)
+        with cg.block("} else {"):
+            VectorBody(cg, v, lanes, varying).emit(body)
 
 
 def _peel_guard(cg: CCodegen, loop: For) -> tuple[PrimExpr | None, Stmt]:
@@ -251,7 +239,7 @@ def vector_supported(cg: CCodegen, loop: For, body: Stmt, lanes: int) -> bool:
                 key = cg.simp.key(cg.simp.simplify(n.index))
                 if all(cg.simp.key(cg.simp.simplify(i)) != key for i in stores[id(n.buffer)]):
                     return False  # reads another lane's element of a buffer the loop writes
-    return all(_bits(n.dtype) * lanes <= 8 * 256 for e in exprs for n in post_order(e))
+    return all(element_bits(n.dtype) * lanes <= 8 * 256 for e in exprs for n in post_order(e))
 
 
 class VectorBody:
@@ -286,7 +274,7 @@ class VectorBody:
             return
         val = self.expr(self.mask)
         # every buffer's width, register tiles included: their masked updates blend by lane
-        widths = {32} | {_bits(b.dtype) for b in _memory_buffers(body, {})}
+        widths = {32} | {element_bits(b.dtype) for b in _memory_buffers(body, {})}
         for bits in sorted(widths):  # declared up front: branches inside must see them
             code = self.as_mask(val, bits)
             self.masks[bits] = code if code.isidentifier() else self.temp(self.mtype(bits), code)
@@ -298,15 +286,12 @@ class VectorBody:
         self.cg.emit(f"int32_t {any_lane} = 0;")
         self.cg.emit(f"for (int k = 0; k < {self.lanes}; ++k) {any_lane} |= ({self.masks[32]}[k] "
                      "!= 0);")
-        self.cg.emit(f"if ({any_lane}) {{")
-        self.cg._f.indent += 1
-        self.stmt(body)
-        self.cg._f.indent -= 1
-        self.cg.emit("}")
+        with self.cg.block(f"if ({any_lane}) {{"):
+            self.stmt(body)
 
     def mask_of(self, dtype: str) -> str:
         """The lane mask variable for elements of ``dtype`` (masked bodies only)."""
-        return self.masks[_bits(dtype)]
+        return self.masks[element_bits(dtype)]
 
     def masked_suffix(self, dtype: str) -> str:
         """The suffix of the masked load/store helpers for ``dtype`` vectors (registers them)."""
@@ -316,13 +301,12 @@ class VectorBody:
 
     # --- types and temporaries --------------------------------------------------------------
     def vtype(self, dtype: str) -> str:
-        from kiln.codegen.c_codegen import vector_type_name
 
         self.cg.vector_types.add((dtype, self.lanes))
         return vector_type_name(dtype, self.lanes)
 
     def mtype(self, bits: int) -> str:
-        return self.vtype(_MASK_DTYPE[bits])
+        return self.vtype(MASK_INT[bits])
 
     def temp(self, ctype: str, code: str) -> str:
         name = self.cg.temp_name("v")
@@ -355,7 +339,6 @@ class VectorBody:
         elif isinstance(s, LetStmt):
             val = self.expr(s.value)
             if val.kind == "s":
-                from kiln.codegen.c_codegen import c_type
 
                 cg.emit(f"const {c_type(s.var.dtype)} {cg.var_name(s.var)} = {val.code};")
             else:
@@ -369,7 +352,6 @@ class VectorBody:
         """``val`` as a vector of ``dtype`` (bool as 0/1 bytes)."""
         vt = self.vtype(dtype)
         if val.kind == "s":
-            from kiln.codegen.c_codegen import c_type
 
             scalar = val.code if val.dtype == dtype else f"({c_type(dtype)})({val.code})"
             # scalar - 0 broadcasts the scalar and is exact for every value (-0.0 included);
@@ -392,12 +374,12 @@ class VectorBody:
             return f"(({mt}){{}} + (({val.code}) ? -1 : 0))"
         if val.kind == "m":
             return self.convert_mask(val, bits)
-        nonzero = _VVal(f"({val.code} != 0)", "m", "bool", _bits(val.dtype))
+        nonzero = _VVal(f"({val.code} != 0)", "m", "bool", element_bits(val.dtype))
         return self.convert_mask(nonzero, bits)
 
     def blend(self, mask: str, a: str, b: str, dtype: str) -> str:
         vt = self.vtype(dtype)
-        it = self.mtype(_bits(dtype))
+        it = self.mtype(element_bits(dtype))
         if not mask.isidentifier():
             mask = self.temp(it, mask)
         return f"({vt})((({it}){a} & {mask}) | (({it}){b} & ~{mask}))"
@@ -441,7 +423,7 @@ class VectorBody:
             a = self.as_vec(self.expr(e.a), dt)
             b = self.as_vec(self.expr(e.b), dt)
             op = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[e.kind]
-            bits = _bits(dt)
+            bits = element_bits(dt)
             return _VVal(self.temp(self.mtype(bits), f"{a} {op} {b}"), "m", "bool", bits)
         if isinstance(e, (E.And, E.Or)):
             a = self.expr(e.a)
@@ -507,7 +489,7 @@ class VectorBody:
         return self._lanewise(e)
 
     def _select(self, cond: PrimExpr, t: PrimExpr, f: PrimExpr, dt: str) -> _VVal:
-        mask = self.as_mask(self.expr(cond), _bits(dt))
+        mask = self.as_mask(self.expr(cond), element_bits(dt))
         a = self.as_vec(self.expr(t), dt)
         b = self.as_vec(self.expr(f), dt)
         return _VVal(self.temp(self.vtype(dt), self.blend(mask, a, b, dt)), "v", dt)
@@ -516,7 +498,7 @@ class VectorBody:
         src, dst = e.value.dtype, e.dtype
         val = self.expr(e.value)
         if dst == "bool":
-            bits = _bits(src)
+            bits = element_bits(src)
             if val.kind == "m":
                 return val
             zero = f"(({self.vtype(src)}){{}})"
@@ -547,13 +529,13 @@ class VectorBody:
             return _VVal(self.temp(self.vtype(dt), f"{fn}({a})"), "v", dt)
         if e.name == "fabs" and dt in ("float32", "float64"):
             a = self.as_vec(self.expr(e.args[0]), dt)
-            it = self.mtype(_bits(dt))
+            it = self.mtype(element_bits(dt))
             lit = "0x7fffffff" if dt == "float32" else "0x7fffffffffffffffll"
             return _VVal(self.temp(self.vtype(dt), f"({self.vtype(dt)})(({it}){a} & {lit})"),
                          "v", dt)
         if e.name == "isnan":
             a = self.as_vec(self.expr(e.args[0]), e.args[0].dtype)
-            bits = _bits(e.args[0].dtype)
+            bits = element_bits(e.args[0].dtype)
             return _VVal(self.temp(self.mtype(bits), f"{a} != {a}"), "m", "bool", bits)
         if e.name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
             a = self.as_vec(self.expr(e.args[0]), dt)
@@ -571,16 +553,11 @@ class VectorBody:
         vt = self.vtype(dt)
         name = cg.temp_name("v")
         cg.emit(f"{vt} {name};")
-        cg.emit(f"if ({cg.cond(cond)}) {{")
-        for k, branch in enumerate((t, f)):
-            if k:
-                cg.emit("} else {")
-            cg._f.indent += 1
-            saved = dict(self.memo)  # values computed in a branch do not exist after it
-            cg.emit(f"{name} = {self.as_vec(self.expr(branch), dt)};")
-            self.memo = saved
-            cg._f.indent -= 1
-        cg.emit("}")
+        for opening, closing, branch in ((f"if ({cg.cond(cond)}) {{", None, t), ("} else {", "}", f)):
+            with cg.block(opening, closing):
+                saved = dict(self.memo)  # values computed in a branch do not exist after it
+                cg.emit(f"{name} = {self.as_vec(self.expr(branch), dt)};")
+                self.memo = saved
         return _VVal(name, "v", dt)
 
     def _lanewise(self, e: PrimExpr) -> _VVal:
@@ -608,7 +585,7 @@ class VectorBody:
     def _lanes(self, e: PrimExpr) -> _VVal:
         cg = self.cg
         vectors = [n for n in post_order(e) if isinstance(n, Var) and id(n) in self.env]
-        names = cg._f.var_names
+        names = cg.state.var_names
         saved = {id(var): names.get(id(var)) for var in vectors}
         lanes = []
         for k in range(self.lanes):
