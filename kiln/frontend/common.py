@@ -37,7 +37,8 @@ __all__ = ["ImportState", "check_input_shape", "require", "unsupported_error"]
 
 
 def require(module: str, extra: str, frontend: str) -> ModuleType:
-    """Import ``module`` for ``frontend``, or raise a :class:`FrontendError` naming the extra.
+    """Import ``module`` for ``frontend``, or raise a :class:`FrontendError` naming the extra
+    to install (``extra=""``: the package itself).
 
     >>> require("numpy", "dev", "from_numpy").__name__
     'numpy'
@@ -45,8 +46,10 @@ def require(module: str, extra: str, frontend: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        raise FrontendError(f"{frontend} needs the {module.split('.')[0]} package, which is not "
-                            f"installed ({e}); install it with: pip install 'kiln[{extra}]'") from None
+        package = module.split(".")[0]
+        how = f"pip install 'kiln[{extra}]'" if extra else f"pip install {package}"
+        raise FrontendError(f"{frontend} needs the {package} package, which is not installed "
+                            f"({e}); install it with: {how}") from None
 
 
 def unsupported_error(problems: Mapping[str, Iterable[str]] | Iterable[tuple[str, Iterable[str], str]],
