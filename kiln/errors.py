@@ -102,11 +102,15 @@ class DynamicShapeError(FrontendError):
         Per unbound input: its name; its declared dims (an int for a static dim, the dim's name
         or None for a symbolic or unknown one), or None when the model declares no shape; and the
         indices of the dims to bind.
+    frontend : str
+        The importer the hint names (``shape={...}`` is passed to it).
     """
 
-    def __init__(self, unbound: list[tuple[str, tuple[int | str | None, ...] | None, tuple[int, ...]]]):
+    def __init__(self, unbound: list[tuple[str, tuple[int | str | None, ...] | None, tuple[int, ...]]],
+                 frontend: str = "from_onnx"):
         self.unbound = [(str(name), None if dims is None else tuple(dims), tuple(unknown))
                        for name, dims, unknown in unbound]
+        self.frontend = frontend
         super().__init__(self.describe("api"))
 
     def problems(self) -> list[str]:
@@ -139,7 +143,7 @@ class DynamicShapeError(FrontendError):
             hint = f"--input-shapes {','.join(items)}"
         else:
             items = [f"{n!r}: {ex if ex is not None else '(d0, d1, ...)'}" for n, ex in examples]
-            hint = "shape={" + ", ".join(items) + "} to from_onnx"
+            hint = "shape={" + ", ".join(items) + "} to " + self.frontend
         return head + hint + " (with your sizes for the unknown dims)"
 
 
