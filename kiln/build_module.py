@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from kiln.codegen.external import lower_external
-from kiln.codegen.graph_codegen import LoweredGraph, graph_codegen
+from kiln.codegen.graph_codegen import LoweredGraph, graph_codegen, with_kernel_flops
 from kiln.errors import KilnError
 from kiln.interpreter import Interpreter
 from kiln.ir.expr import Expr, Function, GlobalVar
@@ -195,7 +195,7 @@ def _make_library(lowered: LoweredGraph, target: Target) -> tuple[Module, dict[s
     """The kernel library, and the tuning coverage when a dispatch context (tuning log) is on."""
     if target.is_native:
         from kiln import progress
-        from kiln.codegen import build_native
+        from kiln.codegen.native import build_native
         from kiln.te.dispatch import TuningLookup
 
         tuning = TuningLookup.from_context(target)
@@ -279,6 +279,7 @@ def build(
     first_pass = len(ctx.history)
     lowered, external_libs = lower_to_graph(mod, tgt, params, mod_name)
     lib, tuning = _make_library(lowered, tgt)
+    lowered = with_kernel_flops(lowered, getattr(lib, "kernel_flops", {}))
     for external in external_libs:
         lib.import_module(external)
     report = lowered.memory_plan.report()

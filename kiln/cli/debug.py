@@ -104,10 +104,14 @@ def _default_target() -> str:
 
 def _load_inputs(path: str) -> dict[str, np.ndarray]:
     try:
-        with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
+        data = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as e:
         raise KilnError(f"cannot read inputs from {path}: {e}") from None
+    if isinstance(data, np.ndarray):  # a .npy: one array, no input name
+        raise KilnError(f"{path} holds one array without a name; --inputs takes an .npz with one "
+                        "array per model input, named after it: np.savez('x.npz', <input>=array)")
+    with data:
+        return {k: data[k] for k in data.files}
 
 
 def _onnx_input_names(path: str) -> set[str]:
@@ -269,6 +273,7 @@ def run(args: argparse.Namespace) -> int:
             with progress.stage("profile"):
                 profile = m.profile(number=args.number, repeat=max(args.repeat, 3),
                                     min_repeat_ms=args.min_repeat_ms)
+            say(profile.roofline_table(_width(args)))
             say(profile.reconciliation())
             result["profile"] = profile.to_dict()
     status = 0

@@ -25,7 +25,8 @@ Kiln build writes the graph TVM would:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -347,3 +348,16 @@ def graph_codegen(main: Function, mod_name: str = "default",
         For graphs the graph executor cannot run (calls of non-fused functions, control flow).
     """
     return _GraphBuilder(main, mod_name).build(output_names)
+
+
+def with_kernel_flops(lowered: LoweredGraph, flops: Mapping[str, float]) -> LoweredGraph:
+    """``lowered`` whose kernel nodes carry a ``flops`` attribute (the estimate of one run of
+    their kernel, which the debug executor's roofline profile reads); kernels without a count
+    (or with an unknown one, -1) get none."""
+    nodes = []
+    for node in lowered.graph.nodes:
+        count = flops.get(node.func_name, -1.0) if node.op == "tvm_op" else -1.0
+        if count >= 0:
+            node = dataclasses.replace(node, attrs=(*(node.attrs or ()), ("flops", str(int(count)))))
+        nodes.append(node)
+    return dataclasses.replace(lowered, graph=dataclasses.replace(lowered.graph, nodes=tuple(nodes)))

@@ -273,7 +273,7 @@ def lower_function(name: str, func: Function, vector_bytes: int, num_threads: in
     has that method; the function then gets the schedule it would have had untuned."""
     _check_kernel_name(name)
     fdag = function_to_dag(func, name)
-    attrs = {"fused_ops": fdag.ops, "source_names": fdag.source_names}
+    attrs = {"fused_ops": fdag.ops, "source_names": fdag.source_names, "flops": fdag.dag.flop_ct}
     steps = schedule_lookup(fdag.dag, name) if schedule_lookup is not None else None
     if steps is not None:
         try:
@@ -364,6 +364,7 @@ def build_native(functions: Mapping[str, Function], target: Any = None, *,
         lib = NativeLibrary(so, sources=[so.with_suffix(".c"), runtime.with_suffix(".c")],
                             signatures=signatures, isa_features=isa.features, compile_flags=flags)
         lib.functions = dict(functions)
+        lib.kernel_flops = {p.name: float(p.attrs.get("flops", -1)) for p in prims}
         return lib
     workers = max(1, min(len(sources), usable_cpus()))
     with progress.stage("compiling C", total=len(prims), unit="distinct kernels") as st, \
@@ -382,4 +383,5 @@ def build_native(functions: Mapping[str, Function], target: Any = None, *,
     lib = NativeLibrary(out, sources=[p.with_suffix(".c") for p in objects], signatures=signatures,
                         isa_features=isa.features, compile_flags=flags)
     lib.functions = dict(functions)  # provenance for the debugger (kiln.debug.compare)
+    lib.kernel_flops = {p.name: float(p.attrs.get("flops", -1)) for p in prims}  # its profile
     return lib

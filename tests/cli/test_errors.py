@@ -144,3 +144,10 @@ def test_missing_compiler_names_cc_and_the_numpy_target(model, tmp_path):
     proc = kiln("compile", str(model), "-o", str(out), "--target", "numpy",
                 env={"CC": "/nonexistent/cc"})
     assert proc.returncode == 0, proc.stderr  # the way around the error works
+
+
+def test_debug_inputs_as_npy_is_one_line_naming_npz(model, tmp_path):
+    npy = tmp_path / "x.npy"
+    np.save(npy, np.zeros((1, 4), dtype="float32"))
+    assert_one_line_error(kiln("debug", str(model), "--inputs", str(npy)), "debug", "x.npy", ".npz",
+                          "np.savez")

@@ -376,8 +376,44 @@ def test_profile_rows_and_reconciliation(debugged: GraphModuleDebug) -> None:
     assert len(report.gaps_us) == 3  # one paired (nodes, then whole graph) gap per repeat
     assert np.mean(report.gaps_us) == pytest.approx(report.gap_us)
     assert report.gap_std_us == pytest.approx(np.std(report.gaps_us))
-    assert "gap" in report.reconciliation() and str(report).endswith(report.reconciliation())
+    assert "gap" in report.reconciliation() and report.reconciliation() in str(report)
+    assert str(report).endswith(report.peak_line())
     json.dumps(report.to_dict())
+
+
+@pytest.mark.requires_cc
+def test_profile_places_nodes_on_the_roofline(monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path: Path) -> None:
+    from kiln.contrib.debugger import debug_executor as dx
+    from kiln.debug.roofline import Peak
+
+    peak = Peak(gflops=100.0, gbps=10.0, num_threads=1, isa="test")
+    monkeypatch.setattr(dx, "machine_peak", lambda threads: peak)
+    rng = np.random.default_rng(0)
+    x = relay.var("x", shape=(1, 8, 16, 16), dtype="float32")
+    w = relay.const(rng.standard_normal((16, 8, 3, 3)).astype("float32"))
+    mod = kiln.IRModule.from_expr(relay.Function([x], relay.nn.relu(relay.nn.conv2d(x, w, padding=(1, 1)))))
+    with kiln.transform.PassContext(opt_level=3):
+        lib = relay.build(mod, target="llvm")
+    m = debug_executor.create(lib.get_graph_json(), lib, kiln.cpu(), dump_root=str(tmp_path))
+    m.set_input("x", rng.standard_normal((1, 8, 16, 16)).astype("float32"))
+    report = m.profile(number=1, repeat=1, min_repeat_ms=0)
+    (conv,) = [r for r in report.rows if "conv2d" in r.func]
+    macs = 16 * 16 * 16 * 8 * 3 * 3
+    assert conv.flops is not None and 2 * macs <= conv.flops <= 2.2 * macs  # + padding, relu
+    assert conv.bytes == 4 * (8 * 16 * 16 + 16 * 8 * 3 * 3 + 16 * 16 * 16)
+    seconds = conv.mean_us * 1e-6
+    assert conv.gflops == pytest.approx(conv.flops / seconds / 1e9)
+    intensity = conv.flops / conv.bytes
+    attainable = min(100.0, intensity * 10.0)
+    assert conv.roof_percent == pytest.approx(100 * conv.gflops / attainable)
+    assert conv.bound == ("memory" if intensity * 10.0 < 100.0 else "compute")
+    moves = [r for r in report.rows if r.flops is not None and r.flops == 0]
+    assert all(r.bound == "memory" for r in moves)
+    assert report.peak == {"gflops": 100.0, "gbps": 10.0, "num_threads": 1, "isa": "test", "load": 0.0}
+    table = report.roofline_table(100)
+    assert "Roof(%)" in table and "FMA peak 100.0 GFLOP/s" in table
+    assert all(len(line) <= 100 for line in table.splitlines()[:-1])
 
 
 # --- other ways in -------------------------------------------------------------------------------

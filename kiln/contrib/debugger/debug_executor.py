@@ -25,6 +25,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from kiln.contrib.debugger.debug_result import DebugResult, ProfileReport, ProfileRow
+from kiln.debug.roofline import machine_peak, roofline, tensor_bytes
 from kiln.errors import KilnError
 from kiln.runtime.graph_executor import GraphExecutor, GraphModule
 from kiln.runtime.graph_json import GraphJSON
@@ -505,13 +507,22 @@ repeats_to_cooldown
             raise TypeError(f"debug_get_output takes a node index or name, got {type(node).__name__}")
         return self.module.debug_get_output(index, out)
 
+    def _place_on_roofline(self, rows: list[ProfileRow]) -> dict[str, Any]:
+        """Fill the roofline columns of ``rows``; the machine limits used."""
+        peak = machine_peak(self.module.num_threads)
+        for r in rows:
+            place = roofline(r.flops or 0.0, r.bytes, r.mean_us * 1e-6, peak)
+            r.gflops, r.gbps = place.gflops, place.gbps
+            r.roof_percent, r.bound = place.percent, place.bound
+        return asdict(peak)
+
     def get_output_tensors(self) -> dict[str, np.ndarray]:
         """Every output of every node from the last :meth:`run`, keyed as in the dump."""
         return self.debug_datum.get_output_tensors()
 
     # --- beyond TVM ----------------------------------------------------------------------------
     def profile(self, number: int = 10, repeat: int = 3, min_repeat_ms: float = 1,
-                **input_dict: Any) -> ProfileReport:
+                roofline: bool = True, **input_dict: Any) -> ProfileReport:
         """Per-node time statistics as data, reconciled with the end-to-end time.
 
         Each repeat times every node on its own and then the whole graph, one right after the
@@ -521,6 +532,11 @@ repeats_to_cooldown
         ----------
         number, repeat, min_repeat_ms
             Timing settings, used both per node and for the whole graph.
+        roofline : bool
+            Place every node against the machine's measured FMA peak and memory bandwidth
+            (:func:`kiln.debug.roofline.machine_peak`, measured once per machine and cached):
+            FLOPs (from the graph's ``flops`` attributes), bytes of its tensors, GFLOP/s, GB/s,
+            share of the attainable rate and the bound.
         **input_dict
             Inputs to set first, by name.
 
@@ -551,7 +567,12 @@ repeats_to_cooldown
             us = np.asarray(times[nid]) * 1e6
             eids = ex.node_output_entries(nid)
             sources = node.attr("source_names", "") or ""
+            in_eids = [ex.graph.entry_id(e) for e in node.inputs]
+            flops = node.attr("flops", "")
             rows.append(ProfileRow(
+                flops=float(flops) if flops and float(flops) >= 0 else None,
+                bytes=tensor_bytes([ex.graph.shapes[e] for e in (*in_eids, *eids)],
+                                   [ex.graph.entry_dtype(e) for e in (*in_eids, *eids)]),
                 index=nid, node=node.name, func=node.func_name,
                 source_names=[s for s in sources.split(",") if s],
                 mean_us=float(us.mean()), std_us=float(us.std()), min_us=float(us.min()),
@@ -559,8 +580,9 @@ repeats_to_cooldown
                 percent=100.0 * means[nid] / total if total else 0.0,
                 shapes=[tuple(ex.graph.shapes[e]) for e in eids],
                 dtypes=[ex.graph.entry_dtype(e) for e in eids]))
+        peak = self._place_on_roofline(rows) if roofline else None
         node_sums = np.sum(times, axis=0) * 1e6  # per repeat
-        return ProfileReport(rows=rows, node_sum_us=total * 1e6,
+        return ProfileReport(rows=rows, node_sum_us=total * 1e6, peak=peak,
                              end_to_end_us=float(np.mean(end_to_end)) * 1e6,
                              end_to_end_std_us=float(np.std(end_to_end)) * 1e6,
                              num_threads=ex.num_threads,

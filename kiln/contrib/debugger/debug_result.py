@@ -16,6 +16,7 @@ dtypes and source-model names per node, reconciled with the end-to-end time.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -257,6 +258,17 @@ class ProfileRow:
         Output shapes.
     dtypes : list of str
         Output dtypes.
+    flops : float or None
+        FLOPs of one run of the kernel (Ansor's estimate; None when the graph does not say).
+    bytes : int
+        Bytes of the tensors it reads and writes (each once: the least traffic it can have).
+    gflops, gbps : float
+        Achieved GFLOP/s and GB/s (from the mean time).
+    roof_percent : float or None
+        Share of what the machine allows at this kernel's arithmetic intensity,
+        ``min(FMA peak, intensity * bandwidth)`` (None when not measured).
+    bound : str
+        ``"compute"`` or ``"memory"``: the limit that applies ("" when not measured).
     """
 
     index: int
@@ -271,6 +283,12 @@ class ProfileRow:
     percent: float
     shapes: list[tuple[int, ...]]
     dtypes: list[str]
+    flops: float | None = None
+    bytes: int = 0
+    gflops: float = 0.0
+    gbps: float = 0.0
+    roof_percent: float | None = None
+    bound: str = ""
 
 
 @dataclass
@@ -294,6 +312,9 @@ class ProfileReport:
         times the nodes, then the whole graph).
     settings : dict
         ``number``, ``repeat`` and ``min_repeat_ms`` used.
+    peak : dict or None
+        The machine's measured limits the roofline columns use (``gflops``, ``gbps``,
+        ``num_threads``, ``isa``; see :func:`kiln.debug.roofline.machine_peak`).
     """
 
     rows: list[ProfileRow]
@@ -303,6 +324,7 @@ class ProfileReport:
     num_threads: int
     gaps_us: list[float] = field(default_factory=list)
     settings: dict[str, float] = field(default_factory=dict)
+    peak: dict[str, Any] | None = None
 
     @property
     def gap_us(self) -> float:
@@ -332,18 +354,53 @@ class ProfileReport:
                 "end_to_end_us": self.end_to_end_us, "end_to_end_std_us": self.end_to_end_std_us,
                 "gap_us": self.gap_us, "gap_percent": self.gap_percent,
                 "gaps_us": list(self.gaps_us), "gap_std_us": self.gap_std_us,
-                "num_threads": self.num_threads, "settings": dict(self.settings)}
+                "num_threads": self.num_threads, "settings": dict(self.settings),
+                "peak": self.peak}
+
+    def peak_line(self) -> str:
+        """One line: the machine limits the roofline columns are relative to."""
+        if self.peak is None:
+            return "roofline: not measured"
+        busy = self.peak.get("load", 0.0) > (os.cpu_count() or 1) / 2
+        return (f"roofline: FMA peak {self.peak['gflops']:.1f} GFLOP/s, copy bandwidth "
+                f"{self.peak['gbps']:.1f} GB/s, {self.peak['num_threads']} thread(s) "
+                f"({self.peak['isa']})"
+                + (f"; measured on a busy machine (load {self.peak['load']:.1f}): "
+                   "limits understated" if busy else ""))
+
+    def roofline_table(self, width: int | None = None) -> str:
+        """The nodes, slowest first, against the machine's limits, fitted to ``width``.
+
+        Columns: ``#``, ``Node``, ``Mean(us)``, ``MFLOP`` (one run), ``KB`` (tensors read and
+        written), ``GFLOP/s``, ``GB/s``, ``Roof(%)`` (share of ``min(FMA peak, intensity x
+        bandwidth)``), ``Bound`` and ``Source``; then the machine's limits.
+        """
+        columns = [Column("#", ">"), Column("Node", shrink=1, min_width=10, soft_width=20,
+                                            shortener=shorten_kernel),
+                   Column("Mean(us)", ">"), Column("MFLOP", ">"), Column("KB", ">"),
+                   Column("GFLOP/s", ">"), Column("GB/s", ">"), Column("Roof(%)", ">"),
+                   Column("Bound"), Column("Source", shrink=1, min_width=6, soft_width=16)]
+        data = [[str(r.index), strip_kernel_prefix(r.node), f"{r.mean_us:.3f}",
+                 f"{r.flops / 1e6:.2f}" if r.flops is not None else "-", f"{r.bytes / 1e3:.1f}",
+                 f"{r.gflops:.1f}" if r.flops else "-", f"{r.gbps:.1f}",
+                 f"{r.roof_percent:.0f}" if r.roof_percent is not None else "-", r.bound or "-",
+                 ",".join(r.source_names) or "-"]
+                for r in sorted(self.rows, key=lambda r: r.mean_us, reverse=True)]
+        return format_table(columns, data, width or None) + "\n" + self.peak_line()
 
     def __str__(self) -> str:
         header = ("Node Name", "Ops", "Mean(us)", "Std(us)", "Min(us)", "Max(us)", "Time(%)",
-                  "Shapes", "Source")
+                  "GFLOP/s", "GB/s", "Roof(%)", "Bound", "Shapes", "Source")
         cells = [[r.node, r.func, f"{r.mean_us:.3f}", f"{r.std_us:.3f}", f"{r.min_us:.3f}",
-                  f"{r.max_us:.3f}", f"{r.percent:.3f}", ", ".join(str(s) for s in r.shapes),
-                  ",".join(r.source_names) or "-"] for r in self.rows]
+                  f"{r.max_us:.3f}", f"{r.percent:.3f}",
+                  f"{r.gflops:.1f}" if r.flops else "-", f"{r.gbps:.1f}",
+                  f"{r.roof_percent:.0f}" if r.roof_percent is not None else "-", r.bound or "-",
+                  ", ".join(str(s) for s in r.shapes), ",".join(r.source_names) or "-"]
+                 for r in self.rows]
         widths = [max([len(h)] + [len(c[i]) for c in cells]) + 2 for i, h in enumerate(header)]
         lines = ["".join(h.ljust(w) for h, w in zip(header, widths)).rstrip()]
         lines += ["".join(x.ljust(w) for x, w in zip(c, widths)).rstrip() for c in cells]
-        return "\n".join([*lines, self.reconciliation()])
+        return "\n".join([*lines, self.reconciliation(), self.peak_line()])
 
 
 class DebugResult:

@@ -1,0 +1,46 @@
+"""The roofline: placing kernels against the machine's limits, and measuring those limits."""
+
+from __future__ import annotations
+
+import pytest
+
+from kiln.debug.roofline import Peak, machine_peak, roofline, tensor_bytes
+
+PEAK = Peak(gflops=200.0, gbps=20.0, num_threads=2, isa="test")
+
+
+def test_compute_bound_kernel() -> None:
+    # 2 GFLOP over 10 MB in 20 ms: intensity 200 FLOP/B, attainable = the FMA peak
+    place = roofline(2e9, 10e6, 0.02, PEAK)
+    assert place.gflops == pytest.approx(100.0) and place.gbps == pytest.approx(0.5)
+    assert place.intensity == pytest.approx(200.0)
+    assert place.bound == "compute" and place.attainable_gflops == pytest.approx(200.0)
+    assert place.percent == pytest.approx(50.0)
+
+
+def test_memory_bound_kernel() -> None:
+    # 1 MFLOP over 4 MB in 1 ms: intensity 0.25, attainable 5 GFLOP/s, achieved 1
+    place = roofline(1e6, 4e6, 1e-3, PEAK)
+    assert place.bound == "memory" and place.attainable_gflops == pytest.approx(5.0)
+    assert place.percent == pytest.approx(20.0)
+
+
+def test_data_movement_is_judged_by_bandwidth() -> None:
+    place = roofline(0.0, 10e6, 1e-3, PEAK)  # 10 GB/s of a 20 GB/s machine
+    assert (place.bound, place.percent, place.gflops) == ("memory", pytest.approx(50.0), 0.0)
+
+
+def test_tensor_bytes() -> None:
+    assert tensor_bytes([(2, 3), (4,)], ["float32", "int64"]) == 2 * 3 * 4 + 4 * 8
+    assert tensor_bytes([(5,)], ["bool"]) == 5
+
+
+@pytest.mark.requires_cc
+def test_machine_peak_is_measured_and_cached(tmp_path, monkeypatch) -> None:
+    from kiln.config import settings
+
+    monkeypatch.setattr(settings, "cache_dir", tmp_path)
+    peak = machine_peak(1)
+    # any CPU of the last decade: more than 1 GFLOP/s of float32 FMA and 0.5 GB/s of copy
+    assert peak.gflops > 1.0 and peak.gbps > 0.5 and peak.num_threads == 1
+    assert machine_peak(1) == peak  # cached (on file when the machine was quiet, else in process)
