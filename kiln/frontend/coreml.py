@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from kiln import relay as R
+import kiln.op as K
 from kiln.errors import FrontendError
 from kiln.frontend.common import ImportState, check_input_shape, require, unsupported_error
 from kiln.frontend.coreml_ops import CHECKS, LAYERS, matmul, same_pad
-from kiln.ir.expr import Expr
+from kiln.ir.expr import Expr, const
 from kiln.ir.module import IRModule
 
 __all__ = ["MIL_OPS", "from_coreml", "supported_layers", "supported_mil_ops"]
@@ -208,10 +208,10 @@ class _NNImporter(ImportState):
                     bias = [sc.blueBias, sc.greenBias, sc.redBias]
                 scale = sc.channelScale if sc.channelScale != 0 else 1.0
                 b = np.asarray(bias, dtype=np.float32).reshape(-1, 1, 1)
-                out = R.add(R.multiply(x, R.const(np.float32(scale))), self.constant(f"{name}.bias", b))
+                out = K.add(K.multiply(x, const(np.float32(scale))), self.constant(f"{name}.bias", b))
             else:  # meanImage
                 mean = np.asarray(pp.meanImage.meanImage, dtype=np.float32)
-                out = R.subtract(x, self.constant(f"{name}.mean", mean.reshape(self.shape_of(x)[1:])))
+                out = K.subtract(x, self.constant(f"{name}.mean", mean.reshape(self.shape_of(x)[1:])))
             (self.blobs[name],) = self.finish([out], self.layer_name)
 
     def convert(self, lay: Any) -> None:
@@ -402,7 +402,7 @@ class _MILImporter(ImportState):
             return v
         arr = np.asarray(v)
         if arr.ndim == 0:
-            return R.const(arr.astype(np.float32) if arr.dtype.kind == "f" else arr)
+            return const(arr.astype(np.float32) if arr.dtype.kind == "f" else arr)
         return self.constant(f"{self.layer_name}.w", arr)
 
 
@@ -415,7 +415,7 @@ def _mil_cast(imp: _MILImporter, a: dict[str, Any]) -> Expr:
     dtype = {"fp32": "float32", "fp16": "float32", "fp64": "float32", "int32": "int32", "int64": "int32",
              "bool": "bool"}.get(str(a["dtype"]), "float32")
     x = imp.t(a["x"])
-    return x if imp.dtype_of(x) == dtype else R.cast(x, dtype)
+    return x if imp.dtype_of(x) == dtype else K.cast(x, dtype)
 
 
 @mil_op("conv")
@@ -424,25 +424,25 @@ def _mil_conv(imp: _MILImporter, a: dict[str, Any]) -> Expr:
     ks = list(imp.shape_of(w)[2:])
     st, dil = _ints(a.get("strides"), [1, 1]), _ints(a.get("dilations"), [1, 1])
     pad = mil_conv_pad(imp, a, x, [(k - 1) * d + 1 for k, d in zip(ks, dil)], st)
-    out = R.nn.conv2d(x, w, strides=st, padding=pad, dilation=dil, groups=int(a.get("groups", 1)),
+    out = K.conv.conv2d(x, w, strides=st, padding=pad, dilation=dil, groups=int(a.get("groups", 1)),
                       channels=imp.shape_of(w)[0], kernel_size=ks)
-    return R.nn.bias_add(out, imp.t(a["bias"])) if "bias" in a else out
+    return K.nn.bias_add(out, imp.t(a["bias"])) if "bias" in a else out
 
 
 @mil_op("linear")
 def _mil_linear(imp: _MILImporter, a: dict[str, Any]) -> Expr:
     w = imp.t(a["weight"])
-    out = R.nn.dense(imp.t(a["x"]), w, units=imp.shape_of(w)[0])
-    return R.add(out, imp.t(a["bias"])) if "bias" in a else out
+    out = K.nn.dense(imp.t(a["x"]), w, units=imp.shape_of(w)[0])
+    return K.add(out, imp.t(a["bias"])) if "bias" in a else out
 
 
 @mil_op("matmul")
 def _mil_matmul(imp: _MILImporter, a: dict[str, Any]) -> Expr:
     x, y = imp.t(a["x"]), imp.t(a["y"])
     if bool(a.get("transpose_x", False)):
-        x = R.transpose(x, [*range(len(imp.shape_of(x)) - 2), -1, -2])
+        x = K.transpose(x, [*range(len(imp.shape_of(x)) - 2), -1, -2])
     if bool(a.get("transpose_y", False)):
-        y = R.transpose(y, [*range(len(imp.shape_of(y)) - 2), -1, -2])
+        y = K.transpose(y, [*range(len(imp.shape_of(y)) - 2), -1, -2])
     return matmul(imp, x, y)
 
 
@@ -452,7 +452,7 @@ def _mil_batch_norm(imp: _MILImporter, a: dict[str, Any]) -> Expr:
     c = imp.shape_of(x)[1]
     gamma = imp.t(a["gamma"]) if "gamma" in a else imp.t(np.ones(c, np.float32))
     beta = imp.t(a["beta"]) if "beta" in a else imp.t(np.zeros(c, np.float32))
-    return R.nn.batch_norm(x, gamma, beta, imp.t(a["mean"]), imp.t(a["variance"]),
+    return K.nn.batch_norm(x, gamma, beta, imp.t(a["mean"]), imp.t(a["variance"]),
                            epsilon=float(a.get("epsilon", 1e-5)))[0]
 
 
@@ -463,17 +463,17 @@ def _mil_pool(imp: _MILImporter, a: dict[str, Any]) -> Expr:
     pad = mil_conv_pad(imp, a, x, ks, st)
     ceil = bool(a.get("ceil_mode", False))
     if "exclude_padding_from_average" in a:
-        return R.nn.avg_pool2d(x, pool_size=ks, strides=st, padding=pad, ceil_mode=ceil,
+        return K.pool.avg_pool2d(x, pool_size=ks, strides=st, padding=pad, ceil_mode=ceil,
                                count_include_pad=not bool(a["exclude_padding_from_average"]))
-    return R.nn.max_pool2d(x, pool_size=ks, strides=st, padding=pad, ceil_mode=ceil)
+    return K.pool.max_pool2d(x, pool_size=ks, strides=st, padding=pad, ceil_mode=ceil)
 
 
 def _mil_unary(fn: Callable[[Expr], Expr]) -> Callable[..., Expr]:
     return lambda imp, a: fn(imp.t(a["x"]))
 
 
-for _name, _fn in {"relu": R.nn.relu, "sigmoid": R.sigmoid, "tanh": R.tanh, "exp": R.exp, "sqrt": R.sqrt,
-                   "log": R.log, "abs": R.abs, "rsqrt": R.rsqrt, "erf": R.erf}.items():
+for _name, _fn in {"relu": K.nn.relu, "sigmoid": K.sigmoid, "tanh": K.tanh, "exp": K.exp, "sqrt": K.sqrt,
+                   "log": K.log, "abs": K.abs, "rsqrt": K.rsqrt, "erf": K.erf}.items():
     mil_op(_name)(_mil_unary(_fn))
 
 
@@ -481,34 +481,34 @@ def _mil_binary(fn: Callable[[Expr, Expr], Expr]) -> Callable[..., Expr]:
     return lambda imp, a: fn(imp.t(a["x"]), imp.t(a["y"]))
 
 
-for _name, _fn in {"add": R.add, "sub": R.subtract, "mul": R.multiply, "real_div": R.divide,
-                   "maximum": R.maximum, "minimum": R.minimum, "pow": R.power}.items():
+for _name, _fn in {"add": K.add, "sub": K.subtract, "mul": K.multiply, "real_div": K.divide,
+                   "maximum": K.maximum, "minimum": K.minimum, "pow": K.power}.items():
     mil_op(_name)(_mil_binary(_fn))
 
 
 @mil_op("softmax")
 def _mil_softmax(imp: _MILImporter, a: dict[str, Any]) -> Expr:
-    return R.nn.softmax(imp.t(a["x"]), axis=int(a.get("axis", -1)))
+    return K.nn.softmax(imp.t(a["x"]), axis=int(a.get("axis", -1)))
 
 
 @mil_op("clip")
 def _mil_clip(imp: _MILImporter, a: dict[str, Any]) -> Expr:
-    return R.clip(imp.t(a["x"]), float(a["alpha"]), float(a["beta"]))
+    return K.clip(imp.t(a["x"]), float(a["alpha"]), float(a["beta"]))
 
 
 @mil_op("relu6")
 def _mil_relu6(imp: _MILImporter, a: dict[str, Any]) -> Expr:
-    return R.clip(imp.t(a["x"]), 0.0, 6.0)
+    return K.clip(imp.t(a["x"]), 0.0, 6.0)
 
 
 @mil_op("leaky_relu")
 def _mil_leaky(imp: _MILImporter, a: dict[str, Any]) -> Expr:
-    return R.nn.leaky_relu(imp.t(a["x"]), alpha=float(a.get("alpha", 0.01)))
+    return K.nn.leaky_relu(imp.t(a["x"]), alpha=float(a.get("alpha", 0.01)))
 
 
 @mil_op("reduce_mean", "reduce_sum", "reduce_max", "reduce_min")
 def _mil_reduce(imp: _MILImporter, a: dict[str, Any]) -> Expr:
-    fn = {"reduce_mean": R.mean, "reduce_sum": R.sum, "reduce_max": R.max, "reduce_min": R.min}
+    fn = {"reduce_mean": K.mean, "reduce_sum": K.sum, "reduce_max": K.max, "reduce_min": K.min}
     kind = imp.current_type
     axes = _ints(a["axes"]) if a.get("axes") is not None else None
     return fn[kind](imp.t(a["x"]), axis=axes, keepdims=bool(a.get("keep_dims", False)))
@@ -516,22 +516,22 @@ def _mil_reduce(imp: _MILImporter, a: dict[str, Any]) -> Expr:
 
 @mil_op("reshape")
 def _mil_reshape(imp: _MILImporter, a: dict[str, Any]) -> Expr:
-    return R.reshape(imp.t(a["x"]), _ints(a["shape"]))
+    return K.reshape(imp.t(a["x"]), _ints(a["shape"]))
 
 
 @mil_op("transpose")
 def _mil_transpose(imp: _MILImporter, a: dict[str, Any]) -> Expr:
-    return R.transpose(imp.t(a["x"]), _ints(a["perm"]))
+    return K.transpose(imp.t(a["x"]), _ints(a["perm"]))
 
 
 @mil_op("concat")
 def _mil_concat(imp: _MILImporter, a: dict[str, Any]) -> Expr:
-    return R.concatenate([imp.t(v) for v in a["values"]], axis=int(a["axis"]))
+    return K.concatenate([imp.t(v) for v in a["values"]], axis=int(a["axis"]))
 
 
 @mil_op("squeeze")
 def _mil_squeeze(imp: _MILImporter, a: dict[str, Any]) -> Expr:
-    return R.squeeze(imp.t(a["x"]), _ints(a["axes"]) if "axes" in a else None)
+    return K.squeeze(imp.t(a["x"]), _ints(a["axes"]) if "axes" in a else None)
 
 
 @mil_op("expand_dims")
@@ -541,4 +541,4 @@ def _mil_expand_dims(imp: _MILImporter, a: dict[str, Any]) -> Expr:
     rank = len(shape) + len(_ints(a["axes"]))
     for ax in sorted(i % rank for i in _ints(a["axes"])):
         shape.insert(ax, 1)
-    return R.reshape(x, shape)
+    return K.reshape(x, shape)

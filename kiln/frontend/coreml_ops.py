@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from kiln import relay as R
+import kiln.op as K
 from kiln.errors import FrontendError
-from kiln.ir.expr import Expr
+from kiln.ir.expr import Expr, const
 
 __all__ = ["CHECKS", "LAYERS", "matmul", "weight_array"]
 
@@ -61,7 +61,7 @@ def weight_array(wp: Any, shape: Sequence[int] | None = None, what: str = "weigh
 
 
 def _f(v: float) -> Expr:
-    return R.const(np.float32(v))
+    return const(np.float32(v))
 
 
 def _w(imp: Any, wp: Any, shape: Sequence[int] | None, what: str) -> Expr:
@@ -144,7 +144,7 @@ def _convolution(imp: Any, p: Any, xs: list[Expr]) -> Expr:
         else:
             extra = [0, 0]
         pad = (crop[0] // 2, crop[1] // 2, crop[0] - crop[0] // 2, crop[1] - crop[1] // 2)
-        out = R.nn.conv2d_transpose(x, wt, strides=st, padding=pad, groups=groups, channels=cout,
+        out = K.conv.conv2d_transpose(x, wt, strides=st, padding=pad, groups=groups, channels=cout,
                                     kernel_size=ks, kernel_layout="IOHW", output_padding=extra)
     else:
         if len(xs) > 1:
@@ -159,10 +159,10 @@ def _convolution(imp: Any, p: Any, xs: list[Expr]) -> Expr:
             pad = (pt, pl, pb, pr)
         else:
             pad = _pad_amounts(p.valid.paddingAmounts)
-        out = R.nn.conv2d(x, wt, strides=st, padding=pad, dilation=dil, groups=groups,
+        out = K.conv.conv2d(x, wt, strides=st, padding=pad, dilation=dil, groups=groups,
                           channels=cout, kernel_size=ks)
     if p.hasBias:
-        out = R.nn.bias_add(out, _w(imp, p.bias, [cout], "bias"))
+        out = K.nn.bias_add(out, _w(imp, p.bias, [cout], "bias"))
     return out
 
 
@@ -177,7 +177,7 @@ def _pooling(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     x = xs[0]
     is_max = p.type == p.MAX
     if p.globalPooling:
-        return R.nn.global_max_pool2d(x) if is_max else R.nn.global_avg_pool2d(x)
+        return K.pool.global_max_pool2d(x) if is_max else K.pool.global_avg_pool2d(x)
     _, _, h, w = imp.shape_of(x)
     ks = [int(k) for k in p.kernelSize] or [3, 3]
     st = [int(s) for s in p.stride] or [1, 1]
@@ -199,13 +199,13 @@ def _pooling(imp: Any, p: Any, xs: list[Expr]) -> Expr:
             extra.append(max(0, (out - 1) * s + k - (size + 2 * a)))
         if not is_max and not p.avgPoolExcludePadding and any(amounts):
             # the symmetric padding counts in the average, the overflow of the last window does not
-            x = R.nn.pad(x, [(0, 0), (0, 0), (amounts[0], amounts[0]), (amounts[1], amounts[1])])
-            return R.nn.avg_pool2d(x, pool_size=ks, strides=st, padding=(0, 0, extra[0], extra[1]),
+            x = K.nn.pad(x, [(0, 0), (0, 0), (amounts[0], amounts[0]), (amounts[1], amounts[1])])
+            return K.pool.avg_pool2d(x, pool_size=ks, strides=st, padding=(0, 0, extra[0], extra[1]),
                                    count_include_pad=False)
         pad = (amounts[0], amounts[1], amounts[0] + extra[0], amounts[1] + extra[1])
     if is_max:
-        return R.nn.max_pool2d(x, pool_size=ks, strides=st, padding=pad)
-    return R.nn.avg_pool2d(x, pool_size=ks, strides=st, padding=pad,
+        return K.pool.max_pool2d(x, pool_size=ks, strides=st, padding=pad)
+    return K.pool.avg_pool2d(x, pool_size=ks, strides=st, padding=pad,
                            count_include_pad=not p.avgPoolExcludePadding)
 
 
@@ -213,11 +213,11 @@ def _pooling(imp: Any, p: Any, xs: list[Expr]) -> Expr:
 def _inner_product(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     x = xs[0]
     if _rank(imp, x) != 2:
-        x = R.nn.batch_flatten(x)
+        x = K.nn.batch_flatten(x)
     units = int(p.outputChannels)
-    out = R.nn.dense(x, _w(imp, p.weights, [units, int(p.inputChannels)], "weights"), units=units)
+    out = K.nn.dense(x, _w(imp, p.weights, [units, int(p.inputChannels)], "weights"), units=units)
     if p.hasBias:
-        out = R.nn.bias_add(out, _w(imp, p.bias, [units], "bias"), axis=-1)
+        out = K.nn.bias_add(out, _w(imp, p.bias, [units], "bias"), axis=-1)
     return out
 
 
@@ -225,19 +225,19 @@ def matmul(imp: Any, a: Expr, b: Expr) -> Expr:
     """NumPy ``a @ b`` for operands of rank >= 2 (batch dims broadcast)."""
     sa, sb = imp.shape_of(a), imp.shape_of(b)
     if len(sb) == 2:
-        return R.nn.matmul(a, b)
+        return K.nn.matmul(a, b)
     batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
-    a = R.broadcast_to(a, [*batch, *sa[-2:]]) if sa[:-2] != batch else a
-    b = R.broadcast_to(b, [*batch, *sb[-2:]]) if sb[:-2] != batch else b
+    a = K.broadcast_to(a, [*batch, *sa[-2:]]) if sa[:-2] != batch else a
+    b = K.broadcast_to(b, [*batch, *sb[-2:]]) if sb[:-2] != batch else b
     size = int(np.prod(batch, dtype=np.int64))
-    out = R.nn.batch_matmul(R.reshape(a, [size, *sa[-2:]]), R.reshape(b, [size, *sb[-2:]]),
+    out = K.nn.batch_matmul(K.reshape(a, [size, *sa[-2:]]), K.reshape(b, [size, *sb[-2:]]),
                             transpose_b=False)
-    return R.reshape(out, [*batch, sa[-2], sb[-1]])
+    return K.reshape(out, [*batch, sa[-2], sb[-1]])
 
 
 def _swap_last(imp: Any, x: Expr) -> Expr:
     r = _rank(imp, x)
-    return R.transpose(x, [*range(r - 2), r - 1, r - 2])
+    return K.transpose(x, [*range(r - 2), r - 1, r - 2])
 
 
 @layer("batchedMatmul")
@@ -247,27 +247,27 @@ def _batched_matmul(imp: Any, p: Any, xs: list[Expr]) -> Expr:
         b = xs[1]
         ra, rb = _rank(imp, a), _rank(imp, b)
         if ra == 1:
-            a = R.expand_dims(a, 0)
+            a = K.expand_dims(a, 0)
         if rb == 1:
-            b = R.expand_dims(b, 1)
+            b = K.expand_dims(b, 1)
         if p.transposeA:
             a = _swap_last(imp, a)
         if p.transposeB:
             b = _swap_last(imp, b)
         out = matmul(imp, a, b)
         if ra == 1:
-            out = R.squeeze(out, [-2])
+            out = K.squeeze(out, [-2])
         if rb == 1:
-            out = R.squeeze(out, [-1])
+            out = K.squeeze(out, [-1])
         return out
     if p.transposeA:
         a = _swap_last(imp, a)
     k, units = int(p.weightMatrixFirstDimension), int(p.weightMatrixSecondDimension)
     # [X1, X2] stored column-major
     wt = np.ascontiguousarray(weight_array(p.weights, [units, k], f"weights of layer {imp.layer_name!r}").T)
-    out = R.nn.matmul(a, imp.constant(f"{imp.layer_name}.weights", wt))
+    out = K.nn.matmul(a, imp.constant(f"{imp.layer_name}.weights", wt))
     if p.hasBias:
-        out = R.add(out, _w(imp, p.bias, [units], "bias"))
+        out = K.add(out, _w(imp, p.bias, [units], "bias"))
     return out
 
 
@@ -282,15 +282,15 @@ def _batchnorm(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     axis = _rank(imp, x) - 3 if _rank(imp, x) >= 3 else 1
     if p.computeMeanVar:
         if p.instanceNormalization:
-            return R.nn.instance_norm(x, gamma, beta, axis=axis, epsilon=eps)
-        mean = R.mean(x, axis=[i for i in range(_rank(imp, x)) if i != axis], keepdims=True)
-        var = R.mean(R.multiply(R.subtract(x, mean), R.subtract(x, mean)),
+            return K.nn.instance_norm(x, gamma, beta, axis=axis, epsilon=eps)
+        mean = K.mean(x, axis=[i for i in range(_rank(imp, x)) if i != axis], keepdims=True)
+        var = K.mean(K.multiply(K.subtract(x, mean), K.subtract(x, mean)),
                      axis=[i for i in range(_rank(imp, x)) if i != axis], keepdims=True)
         shape = [c] + [1] * (_rank(imp, x) - axis - 1)
-        norm = R.divide(R.subtract(x, mean), R.sqrt(R.add(var, _f(eps))))
-        return R.add(R.multiply(norm, R.reshape(gamma, shape)), R.reshape(beta, shape))
+        norm = K.divide(K.subtract(x, mean), K.sqrt(K.add(var, _f(eps))))
+        return K.add(K.multiply(norm, K.reshape(gamma, shape)), K.reshape(beta, shape))
     mean, var = _w(imp, p.mean, [c], "mean"), _w(imp, p.variance, [c], "variance")
-    return R.nn.batch_norm(x, gamma, beta, mean, var, axis=axis, epsilon=eps)[0]
+    return K.nn.batch_norm(x, gamma, beta, mean, var, axis=axis, epsilon=eps)[0]
 
 
 @layer("l2normalize")
@@ -299,14 +299,14 @@ def _l2normalize(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     eps = float(p.epsilon) or 1e-6
     axes = [-3, -2, -1] if _rank(imp, x) >= 3 else [-1]
     # x / sqrt(sum(x^2) + eps) over C, H, W
-    norm = R.sqrt(R.add(R.sum(R.multiply(x, x), axis=axes, keepdims=True), _f(eps)))
-    return R.divide(x, norm)
+    norm = K.sqrt(K.add(K.sum(K.multiply(x, x), axis=axes, keepdims=True), _f(eps)))
+    return K.divide(x, norm)
 
 
 @layer("lrn")
 def _lrn(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     x = xs[0]
-    return R.nn.lrn(x, size=int(p.localSize), axis=_rank(imp, x) - 3, bias=float(p.k) or 1.0,
+    return K.nn.lrn(x, size=int(p.localSize), axis=_rank(imp, x) - 3, bias=float(p.k) or 1.0,
                     alpha=float(p.alpha), beta=float(p.beta))
 
 
@@ -314,10 +314,10 @@ def _lrn(imp: Any, p: Any, xs: list[Expr]) -> Expr:
 def _mvn(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     x = xs[0]
     axes = [-3, -2, -1] if p.acrossChannels else [-2, -1]
-    out = R.subtract(x, R.mean(x, axis=axes, keepdims=True))
+    out = K.subtract(x, K.mean(x, axis=axes, keepdims=True))
     if p.normalizeVariance:
-        var = R.mean(R.multiply(out, out), axis=axes, keepdims=True)
-        out = R.divide(out, R.add(R.sqrt(var), _f(float(p.epsilon) or 1e-6)))
+        var = K.mean(K.multiply(out, out), axis=axes, keepdims=True)
+        out = K.divide(out, K.add(K.sqrt(var), _f(float(p.epsilon) or 1e-6)))
     return out
 
 
@@ -326,22 +326,22 @@ def _layer_norm(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     x = xs[0]
     shape = [int(d) for d in p.normalizedShape]
     axes = list(range(-len(shape), 0))
-    mean = R.mean(x, axis=axes, keepdims=True)
-    cent = R.subtract(x, mean)
-    var = R.mean(R.multiply(cent, cent), axis=axes, keepdims=True)
-    out = R.divide(cent, R.sqrt(R.add(var, _f(float(p.eps)))))
-    out = R.multiply(out, _w(imp, p.gamma, shape, "gamma"))
-    return R.add(out, _w(imp, p.beta, shape, "beta"))
+    mean = K.mean(x, axis=axes, keepdims=True)
+    cent = K.subtract(x, mean)
+    var = K.mean(K.multiply(cent, cent), axis=axes, keepdims=True)
+    out = K.divide(cent, K.sqrt(K.add(var, _f(float(p.eps)))))
+    out = K.multiply(out, _w(imp, p.gamma, shape, "gamma"))
+    return K.add(out, _w(imp, p.beta, shape, "beta"))
 
 
 @layer("softmax")
 def _softmax(imp: Any, p: Any, xs: list[Expr]) -> Expr:
-    return R.nn.softmax(xs[0], axis=_caxis(imp, xs[0]))
+    return K.nn.softmax(xs[0], axis=_caxis(imp, xs[0]))
 
 
 @layer("softmaxND")
 def _softmax_nd(imp: Any, p: Any, xs: list[Expr]) -> Expr:
-    return R.nn.softmax(xs[0], axis=int(p.axis))
+    return K.nn.softmax(xs[0], axis=int(p.axis))
 
 
 # --- activations -------------------------------------------------------------------------------
@@ -360,13 +360,13 @@ def activation(imp: Any, p: Any, x: Expr) -> Expr:
     kind = p.WhichOneof("NonlinearityType")
     a = getattr(p, kind)
     if kind == "linear":
-        return R.add(R.multiply(x, _f(a.alpha)), _f(a.beta))
+        return K.add(K.multiply(x, _f(a.alpha)), _f(a.beta))
     if kind == "ReLU":
-        return R.nn.relu(x)
+        return K.nn.relu(x)
     if kind == "leakyReLU":
-        return R.nn.leaky_relu(x, alpha=float(a.alpha))
+        return K.nn.leaky_relu(x, alpha=float(a.alpha))
     if kind == "thresholdedReLU":
-        return R.where(R.greater_equal(x, _f(a.alpha)), x, _f(0.0))
+        return K.where(K.greater_equal(x, _f(a.alpha)), x, _f(0.0))
     if kind in ("PReLU", "parametricSoftplus"):
         c = imp.shape_of(x)[_caxis(imp, x)]
         shape = [c, 1, 1] if _rank(imp, x) >= 3 else [c]
@@ -376,22 +376,22 @@ def activation(imp: Any, p: Any, x: Expr) -> Expr:
             return imp.constant(f"{imp.layer_name}.{what}",
                                 arr.reshape(shape) if arr.size == c else arr.reshape([1] * len(shape)))
         if kind == "PReLU":
-            return R.where(R.greater_equal(x, _f(0.0)), x, R.multiply(x, per_channel(a.alpha, "alpha")))
+            return K.where(K.greater_equal(x, _f(0.0)), x, K.multiply(x, per_channel(a.alpha, "alpha")))
         alpha, beta = per_channel(a.alpha, "alpha"), per_channel(a.beta, "beta")
-        return R.multiply(alpha, _softplus(R.multiply(beta, x)))
+        return K.multiply(alpha, _softplus(K.multiply(beta, x)))
     if kind == "tanh":
-        return R.tanh(x)
+        return K.tanh(x)
     if kind == "scaledTanh":
-        return R.multiply(R.tanh(R.multiply(x, _f(a.beta))), _f(a.alpha))
+        return K.multiply(K.tanh(K.multiply(x, _f(a.beta))), _f(a.alpha))
     if kind == "sigmoid":
-        return R.sigmoid(x)
+        return K.sigmoid(x)
     if kind == "sigmoidHard":
-        return R.clip(R.add(R.multiply(x, _f(a.alpha)), _f(a.beta)), 0.0, 1.0)
+        return K.clip(K.add(K.multiply(x, _f(a.alpha)), _f(a.beta)), 0.0, 1.0)
     if kind == "ELU":
-        return R.where(R.greater_equal(x, _f(0.0)), x,
-                       R.multiply(R.subtract(R.exp(x), _f(1.0)), _f(a.alpha)))
+        return K.where(K.greater_equal(x, _f(0.0)), x,
+                       K.multiply(K.subtract(K.exp(x), _f(1.0)), _f(a.alpha)))
     if kind == "softsign":
-        return R.divide(x, R.add(R.abs(x), _f(1.0)))
+        return K.divide(x, K.add(K.abs(x), _f(1.0)))
     if kind == "softplus":
         return _softplus(x)
     raise FrontendError(f"layer {imp.layer_name!r}: activation {kind} is not supported")
@@ -399,7 +399,7 @@ def activation(imp: Any, p: Any, x: Expr) -> Expr:
 
 def _softplus(x: Expr) -> Expr:
     # log(1 + e^x) = max(x, 0) + log(1 + e^-|x|), stable for large |x|
-    return R.add(R.nn.relu(x), R.log(R.add(R.exp(R.negative(R.abs(x))), _f(1.0))))
+    return K.add(K.nn.relu(x), K.log(K.add(K.exp(K.negative(K.abs(x))), _f(1.0))))
 
 
 @layer("activation", check=_check_activation)
@@ -409,26 +409,26 @@ def _activation(imp: Any, p: Any, xs: list[Expr]) -> Expr:
 
 @layer("clip")
 def _clip(imp: Any, p: Any, xs: list[Expr]) -> Expr:
-    return R.clip(xs[0], float(p.minVal), float(p.maxVal))
+    return K.clip(xs[0], float(p.minVal), float(p.maxVal))
 
 
 @layer("clampedReLU")
 def _clamped_relu(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     x = xs[0]
     # min(beta, x if x >= 0 else alpha * x)
-    return R.minimum(R.where(R.greater_equal(x, _f(0.0)), x, R.multiply(x, _f(p.alpha))), _f(p.beta))
+    return K.minimum(K.where(K.greater_equal(x, _f(0.0)), x, K.multiply(x, _f(p.alpha))), _f(p.beta))
 
 
 @layer("gelu")
 def _gelu(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     x = xs[0]
     if p.mode == p.TANH_APPROXIMATION:
-        inner = R.multiply(_f(math.sqrt(2 / math.pi)),
-                           R.add(x, R.multiply(_f(0.044715), R.multiply(x, R.multiply(x, x)))))
-        return R.multiply(R.multiply(_f(0.5), x), R.add(_f(1.0), R.tanh(inner)))
+        inner = K.multiply(_f(math.sqrt(2 / math.pi)),
+                           K.add(x, K.multiply(_f(0.044715), K.multiply(x, K.multiply(x, x)))))
+        return K.multiply(K.multiply(_f(0.5), x), K.add(_f(1.0), K.tanh(inner)))
     if p.mode == p.SIGMOID_APPROXIMATION:
-        return R.multiply(x, R.sigmoid(R.multiply(_f(1.702), x)))
-    return R.multiply(R.multiply(_f(0.5), x), R.add(_f(1.0), R.erf(R.multiply(x, _f(1 / math.sqrt(2))))))
+        return K.multiply(x, K.sigmoid(K.multiply(_f(1.702), x)))
+    return K.multiply(K.multiply(_f(0.5), x), K.add(_f(1.0), K.erf(K.multiply(x, _f(1 / math.sqrt(2))))))
 
 
 _UNARY = {"ceil": "ceil", "floor": "floor", "sign": "sign", "round": "round", "sin": "sin", "cos": "cos",
@@ -438,7 +438,7 @@ _UNARY = {"ceil": "ceil", "floor": "floor", "sign": "sign", "round": "round", "s
 
 def _simple_unary(name: str) -> Converter:
     def conv(imp: Any, p: Any, xs: list[Expr]) -> Expr:
-        return getattr(R, name)(xs[0])
+        return getattr(K, name)(xs[0])
     return conv
 
 
@@ -448,7 +448,7 @@ for _kind, _fn in _UNARY.items():
 
 @layer("exp2")
 def _exp2(imp: Any, p: Any, xs: list[Expr]) -> Expr:
-    return R.power(_f(2.0), xs[0])
+    return K.power(_f(2.0), xs[0])
 
 
 @layer("unary")
@@ -456,51 +456,51 @@ def _unary(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     x = xs[0]
     scale = float(p.scale) or 1.0
     if scale != 1.0 or p.shift:
-        x = R.add(R.multiply(x, _f(scale)), _f(p.shift))  # x <- scale * x + shift
+        x = K.add(K.multiply(x, _f(scale)), _f(p.shift))  # x <- scale * x + shift
     eps = float(p.epsilon) or 1e-6
     t = p.type
     if t == p.SQRT:
-        return R.sqrt(x)
+        return K.sqrt(x)
     if t == p.RSQRT:
-        return R.rsqrt(R.add(x, _f(eps)))
+        return K.rsqrt(K.add(x, _f(eps)))
     if t == p.INVERSE:
-        return R.divide(_f(1.0), R.add(x, _f(eps)))
+        return K.divide(_f(1.0), K.add(x, _f(eps)))
     if t == p.POWER:
-        return R.power(x, _f(p.alpha))
+        return K.power(x, _f(p.alpha))
     if t == p.EXP:
-        return R.exp(x)
+        return K.exp(x)
     if t == p.LOG:
-        return R.log(x)
+        return K.log(x)
     if t == p.ABS:
-        return R.abs(x)
-    return R.maximum(x, _f(p.alpha))  # THRESHOLD
+        return K.abs(x)
+    return K.maximum(x, _f(p.alpha))  # THRESHOLD
 
 
 # --- elementwise -------------------------------------------------------------------------------
 
 @layer("add")
 def _add(imp: Any, p: Any, xs: list[Expr]) -> Expr:
-    return _fold(R.add, xs) if len(xs) > 1 else R.add(xs[0], _f(p.alpha))
+    return _fold(K.add, xs) if len(xs) > 1 else K.add(xs[0], _f(p.alpha))
 
 
 @layer("multiply")
 def _multiply(imp: Any, p: Any, xs: list[Expr]) -> Expr:
-    return _fold(R.multiply, xs) if len(xs) > 1 else R.multiply(xs[0], _f(p.alpha))
+    return _fold(K.multiply, xs) if len(xs) > 1 else K.multiply(xs[0], _f(p.alpha))
 
 
 @layer("average")
 def _average(imp: Any, p: Any, xs: list[Expr]) -> Expr:
-    return R.divide(_fold(R.add, xs), _f(len(xs)))
+    return K.divide(_fold(K.add, xs), _f(len(xs)))
 
 
 @layer("max")
 def _max(imp: Any, p: Any, xs: list[Expr]) -> Expr:
-    return _fold(R.maximum, xs)
+    return _fold(K.maximum, xs)
 
 
 @layer("min")
 def _min(imp: Any, p: Any, xs: list[Expr]) -> Expr:
-    return _fold(R.minimum, xs)
+    return _fold(K.minimum, xs)
 
 
 _BROADCAST = {"addBroadcastable": "add", "subtractBroadcastable": "subtract",
@@ -518,9 +518,9 @@ def _binary(name: str, boolean: bool) -> Converter:
             xs = [xs[0], _f(p.alpha)]
         a, b = xs
         if name.startswith("logical_"):
-            a, b = R.not_equal(a, _f(0.0)), R.not_equal(b, _f(0.0))
-        out = getattr(R, name)(a, b)
-        return R.cast(out, "float32") if boolean else out
+            a, b = K.not_equal(a, _f(0.0)), K.not_equal(b, _f(0.0))
+        out = getattr(K, name)(a, b)
+        return K.cast(out, "float32") if boolean else out
     return conv
 
 
@@ -532,28 +532,28 @@ for _kind, _fn in _COMPARE.items():
 
 @layer("logicalNot")
 def _logical_not(imp: Any, p: Any, xs: list[Expr]) -> Expr:
-    return R.cast(R.equal(xs[0], _f(0.0)), "float32")
+    return K.cast(K.equal(xs[0], _f(0.0)), "float32")
 
 
 @layer("whereBroadcastable")
 def _where(imp: Any, p: Any, xs: list[Expr]) -> Expr:
-    return R.where(R.not_equal(xs[0], _f(0.0)), xs[1], xs[2])
+    return K.where(K.not_equal(xs[0], _f(0.0)), xs[1], xs[2])
 
 
 @layer("scale")
 def _scale(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     scale = weight_array(p.scale, None, f"scale of layer {imp.layer_name!r}")
-    out = R.multiply(xs[0], imp.constant(f"{imp.layer_name}.scale", _chw(scale, p.shapeScale)))
+    out = K.multiply(xs[0], imp.constant(f"{imp.layer_name}.scale", _chw(scale, p.shapeScale)))
     if p.hasBias:
         bias = weight_array(p.bias, None, f"bias of layer {imp.layer_name!r}")
-        out = R.add(out, imp.constant(f"{imp.layer_name}.bias", _chw(bias, p.shapeBias)))
+        out = K.add(out, imp.constant(f"{imp.layer_name}.bias", _chw(bias, p.shapeBias)))
     return out
 
 
 @layer("bias")
 def _bias(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     bias = weight_array(p.bias, None, f"bias of layer {imp.layer_name!r}")
-    return R.add(xs[0], imp.constant(f"{imp.layer_name}.bias", _chw(bias, p.shape)))
+    return K.add(xs[0], imp.constant(f"{imp.layer_name}.bias", _chw(bias, p.shape)))
 
 
 # --- reductions --------------------------------------------------------------------------------
@@ -564,7 +564,7 @@ def _reduce(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     axes = {p.CHW: [-3, -2, -1], p.HW: [-2, -1], p.C: [-3], p.H: [-2], p.W: [-1]}[p.axis]
     m, eps = p.mode, float(p.epsilon) or 1e-6
     if m == p.ARGMAX:
-        return R.cast(R.argmax(x, axis=axes, keepdims=True), "float32")
+        return K.cast(K.argmax(x, axis=axes, keepdims=True), "float32")
     return _reduce_mode({p.SUM: "sum", p.AVG: "mean", p.PROD: "prod", p.LOGSUM: "logsum",
                          p.SUMSQUARE: "sumsquare", p.L1: "l1", p.L2: "l2", p.MAX: "max",
                          p.MIN: "min"}[m], x, axes, True, eps)
@@ -572,16 +572,16 @@ def _reduce(imp: Any, p: Any, xs: list[Expr]) -> Expr:
 
 def _reduce_mode(mode: str, x: Expr, axes: list[int] | None, keep: bool, eps: float = 0.0) -> Expr:
     if mode in ("sum", "mean", "prod", "max", "min"):
-        return getattr(R, mode)(x, axis=axes, keepdims=keep)
+        return getattr(K, mode)(x, axis=axes, keepdims=keep)
     if mode == "logsum":
-        return R.log(R.sum(R.add(x, _f(eps)) if eps else x, axis=axes, keepdims=keep))
+        return K.log(K.sum(K.add(x, _f(eps)) if eps else x, axis=axes, keepdims=keep))
     if mode == "sumsquare":
-        return R.sum(R.multiply(x, x), axis=axes, keepdims=keep)
+        return K.sum(K.multiply(x, x), axis=axes, keepdims=keep)
     if mode == "l1":
-        return R.sum(R.abs(x), axis=axes, keepdims=keep)
+        return K.sum(K.abs(x), axis=axes, keepdims=keep)
     if mode == "l2":
-        return R.sqrt(R.sum(R.multiply(x, x), axis=axes, keepdims=keep))
-    return R.logsumexp(x, axis=axes, keepdims=keep)  # logsumexp
+        return K.sqrt(K.sum(K.multiply(x, x), axis=axes, keepdims=keep))
+    return K.logsumexp(x, axis=axes, keepdims=keep)  # logsumexp
 
 
 def _reduce_nd(mode: str) -> Converter:
@@ -599,9 +599,9 @@ for _kind, _mode in {"reduceSum": "sum", "reduceMean": "mean", "reduceProd": "pr
 
 @layer("argMax", "argMin")
 def _arg(imp: Any, p: Any, xs: list[Expr]) -> Expr:
-    fn = R.argmax if type(p).__name__ == "ArgMaxLayerParams" else R.argmin
+    fn = K.argmax if type(p).__name__ == "ArgMaxLayerParams" else K.argmin
     out = fn(xs[0], axis=[int(p.axis)], keepdims=not p.removeDim)
-    return R.cast(out, "float32")
+    return K.cast(out, "float32")
 
 
 # --- shape manipulation ------------------------------------------------------------------------
@@ -610,8 +610,8 @@ def _arg(imp: Any, p: Any, xs: list[Expr]) -> Expr:
 def _flatten(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     x = xs[0]
     if p.mode == p.CHANNEL_LAST and _rank(imp, x) == 4:
-        x = R.transpose(x, [0, 2, 3, 1])
-    return R.nn.batch_flatten(x)
+        x = K.transpose(x, [0, 2, 3, 1])
+    return K.nn.batch_flatten(x)
 
 
 @layer("flattenTo2D")
@@ -619,7 +619,7 @@ def _flatten_2d(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     shape = imp.shape_of(xs[0])
     axis = int(p.axis) % (len(shape) + 1) if p.axis >= 0 else int(p.axis) + len(shape)
     lead = int(np.prod(shape[:axis], dtype=np.int64))
-    return R.reshape(xs[0], [lead, int(np.prod(shape[axis:], dtype=np.int64))])
+    return K.reshape(xs[0], [lead, int(np.prod(shape[axis:], dtype=np.int64))])
 
 
 @layer("reshape")
@@ -632,36 +632,36 @@ def _reshape(imp: Any, p: Any, xs: list[Expr]) -> Expr:
             raise FrontendError(f"layer {imp.layer_name!r}: reshape to a sequence length {target[0]} != 1")
         target = target[1:]
     if p.mode == p.CHANNEL_LAST and _rank(imp, x) == 4:
-        out = R.reshape(R.transpose(x, [0, 2, 3, 1]), [n, target[1], target[2], target[0]])
-        return R.transpose(out, [0, 3, 1, 2])
-    return R.reshape(x, [n, *target])
+        out = K.reshape(K.transpose(x, [0, 2, 3, 1]), [n, target[1], target[2], target[0]])
+        return K.transpose(out, [0, 3, 1, 2])
+    return K.reshape(x, [n, *target])
 
 
 @layer("reshapeStatic")
 def _reshape_static(imp: Any, p: Any, xs: list[Expr]) -> Expr:
-    return R.reshape(xs[0], [int(d) for d in p.targetShape])
+    return K.reshape(xs[0], [int(d) for d in p.targetShape])
 
 
 @layer("rankPreservingReshape")
 def _rank_reshape(imp: Any, p: Any, xs: list[Expr]) -> Expr:
-    return R.reshape(xs[0], [int(d) for d in p.targetShape])
+    return K.reshape(xs[0], [int(d) for d in p.targetShape])
 
 
 @layer("permute")
 def _permute(imp: Any, p: Any, xs: list[Expr]) -> Expr:
-    return R.transpose(xs[0], [int(a) for a in p.axis])
+    return K.transpose(xs[0], [int(a) for a in p.axis])
 
 
 @layer("transpose")
 def _transpose(imp: Any, p: Any, xs: list[Expr]) -> Expr:
-    return R.transpose(xs[0], [int(a) for a in p.axes])
+    return K.transpose(xs[0], [int(a) for a in p.axes])
 
 
 @layer("squeeze")
 def _squeeze(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     if p.squeezeAll:
-        return R.squeeze(xs[0])
-    return R.squeeze(xs[0], [int(a) for a in p.axes])
+        return K.squeeze(xs[0])
+    return K.squeeze(xs[0], [int(a) for a in p.axes])
 
 
 @layer("expandDims")
@@ -670,7 +670,7 @@ def _expand_dims(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     shape = list(imp.shape_of(xs[0]))
     for a in sorted(int(a) % rank for a in p.axes):
         shape.insert(a, 1)
-    return R.reshape(xs[0], shape)
+    return K.reshape(xs[0], shape)
 
 
 def _check_concat(p: Any) -> str:
@@ -679,17 +679,17 @@ def _check_concat(p: Any) -> str:
 
 @layer("concat", check=_check_concat)
 def _concat(imp: Any, p: Any, xs: list[Expr]) -> Expr:
-    return R.concatenate(xs, axis=_caxis(imp, xs[0]))
+    return K.concatenate(xs, axis=_caxis(imp, xs[0]))
 
 
 @layer("concatND")
 def _concat_nd(imp: Any, p: Any, xs: list[Expr]) -> Expr:
-    return R.concatenate(xs, axis=int(p.axis))
+    return K.concatenate(xs, axis=int(p.axis))
 
 
 @layer("split")
 def _split(imp: Any, p: Any, xs: list[Expr]) -> list[Expr]:
-    parts = R.split(xs[0], int(p.nOutputs), axis=_caxis(imp, xs[0]))
+    parts = K.split(xs[0], int(p.nOutputs), axis=_caxis(imp, xs[0]))
     return [parts[i] for i in range(int(p.nOutputs))]
 
 
@@ -699,10 +699,10 @@ def _split_nd(imp: Any, p: Any, xs: list[Expr]) -> list[Expr]:
     if p.splitSizes:
         idx = list(np.cumsum([int(s) for s in p.splitSizes])[:-1])
         n = len(p.splitSizes)
-        parts = R.split(xs[0], [int(i) for i in idx], axis=axis)
+        parts = K.split(xs[0], [int(i) for i in idx], axis=axis)
     else:
         n = int(p.numSplits)
-        parts = R.split(xs[0], n, axis=axis)
+        parts = K.split(xs[0], n, axis=axis)
     return [parts[i] for i in range(n)]
 
 
@@ -713,7 +713,7 @@ def _slice(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     size = imp.shape_of(x)[axis]
     end = int(p.endIndex)
     end = end if end > 0 else size + end
-    return R.strided_slice(x, [int(p.startIndex)], [end], [int(p.stride) or 1], axes=[axis])
+    return K.strided_slice(x, [int(p.startIndex)], [end], [int(p.stride) or 1], axes=[axis])
 
 
 @layer("sliceStatic")
@@ -730,9 +730,9 @@ def _slice_static(imp: Any, p: Any, xs: list[Expr]) -> Expr:
         begin.append(b)
         end.append(e)
         strides.append(s)
-    out = R.strided_slice(x, begin, end, strides)
+    out = K.strided_slice(x, begin, end, strides)
     squeeze = [i for i, m in enumerate(p.squeezeMasks) if m]
-    return R.squeeze(out, squeeze) if squeeze else out
+    return K.squeeze(out, squeeze) if squeeze else out
 
 
 @layer("padding")
@@ -742,8 +742,8 @@ def _padding(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     width = [(0, 0)] * (_rank(imp, x) - 2) + [(t, b), (left, r)]
     kind = p.WhichOneof("PaddingType")
     if kind == "constant":
-        return R.nn.pad(x, width, pad_value=float(p.constant.value))
-    return R.nn.pad(x, width, pad_mode="reflect" if kind == "reflection" else "edge")
+        return K.nn.pad(x, width, pad_value=float(p.constant.value))
+    return K.nn.pad(x, width, pad_mode="reflect" if kind == "reflection" else "edge")
 
 
 def _check_constant_pad(p: Any) -> str:
@@ -757,7 +757,7 @@ def _constant_pad(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     amounts = [int(a) for a in p.padAmounts]
     k = len(amounts) // 2
     width = [(0, 0)] * (rank - k) + [(amounts[2 * i], amounts[2 * i + 1]) for i in range(k)]
-    return R.nn.pad(x, width, pad_value=float(p.value))
+    return K.nn.pad(x, width, pad_value=float(p.value))
 
 
 @layer("crop")
@@ -767,43 +767,43 @@ def _crop(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     if len(xs) > 1:  # crop to the second input's size at the given offset
         _, _, th, tw = imp.shape_of(xs[1])
         oy, ox = [int(o) for o in p.offset] or [0, 0]
-        return R.strided_slice(x, [oy, ox], [oy + th, ox + tw], axes=[2, 3])
+        return K.strided_slice(x, [oy, ox], [oy + th, ox + tw], axes=[2, 3])
     t, left, b, r = _pad_amounts(p.cropAmounts)
-    return R.strided_slice(x, [t, left], [h - b, w - r], axes=[2, 3])
+    return K.strided_slice(x, [t, left], [h - b, w - r], axes=[2, 3])
 
 
 @layer("reorganizeData")
 def _reorganize(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     bs = int(p.blockSize)
     if p.mode == p.SPACE_TO_DEPTH:
-        return R.nn.space_to_depth(xs[0], bs)
+        return K.nn.space_to_depth(xs[0], bs)
     if p.mode == p.DEPTH_TO_SPACE:
-        return R.nn.depth_to_space(xs[0], bs, mode="DCR")
-    return R.nn.depth_to_space(xs[0], bs, mode="CRD")  # PIXEL_SHUFFLE
+        return K.nn.depth_to_space(xs[0], bs, mode="DCR")
+    return K.nn.depth_to_space(xs[0], bs, mode="CRD")  # PIXEL_SHUFFLE
 
 
 @layer("tile")
 def _tile(imp: Any, p: Any, xs: list[Expr]) -> Expr:
-    return R.tile(xs[0], [int(r) for r in p.reps])
+    return K.tile(xs[0], [int(r) for r in p.reps])
 
 
 @layer("stack")
 def _stack(imp: Any, p: Any, xs: list[Expr]) -> Expr:
-    return R.stack(xs, axis=int(p.axis))
+    return K.stack(xs, axis=int(p.axis))
 
 
 @layer("gather")
 def _gather(imp: Any, p: Any, xs: list[Expr]) -> Expr:
-    return R.take(xs[0], R.cast(xs[1], "int32"), axis=int(p.axis))
+    return K.take(xs[0], K.cast(xs[1], "int32"), axis=int(p.axis))
 
 
 @layer("cumSum")
 def _cumsum(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     x, axis = xs[0], int(p.axis)
     if p.reverse:
-        x = R.reverse(x, axis)
-    out = R.cumsum(x, axis=axis, exclusive=bool(p.excludeFinalSum))
-    return R.reverse(out, axis) if p.reverse else out
+        x = K.reverse(x, axis)
+    out = K.cumsum(x, axis=axis, exclusive=bool(p.excludeFinalSum))
+    return K.reverse(out, axis) if p.reverse else out
 
 
 @layer("loadConstant")
@@ -819,7 +819,7 @@ def _load_constant_nd(imp: Any, p: Any, xs: list[Expr]) -> Expr:
 
 @layer("copy")
 def _copy(imp: Any, p: Any, xs: list[Expr]) -> Expr:
-    return R.copy(xs[0])
+    return K.copy(xs[0])
 
 
 # --- resampling --------------------------------------------------------------------------------
@@ -840,10 +840,10 @@ def resize_linear(imp: Any, x: Expr, mh: np.ndarray, mw: np.ndarray) -> Expr:
     """``mh @ x @ mw.T`` over the last two axes of NCHW ``x`` (separable linear resampling)."""
     n, c, h, w = imp.shape_of(x)
     oh, ow = mh.shape[0], mw.shape[0]
-    y = R.nn.dense(R.reshape(x, [n * c * h, w]), imp.constant(f"{imp.layer_name}.resize_w", mw))
-    y = R.transpose(R.reshape(y, [n, c, h, ow]), [0, 1, 3, 2])
-    y = R.nn.dense(R.reshape(y, [n * c * ow, h]), imp.constant(f"{imp.layer_name}.resize_h", mh))
-    return R.transpose(R.reshape(y, [n, c, ow, oh]), [0, 1, 3, 2])
+    y = K.nn.dense(K.reshape(x, [n * c * h, w]), imp.constant(f"{imp.layer_name}.resize_w", mw))
+    y = K.transpose(K.reshape(y, [n, c, h, ow]), [0, 1, 3, 2])
+    y = K.nn.dense(K.reshape(y, [n * c * ow, h]), imp.constant(f"{imp.layer_name}.resize_h", mh))
+    return K.transpose(K.reshape(y, [n, c, ow, oh]), [0, 1, 3, 2])
 
 
 @layer("upsample")
@@ -856,7 +856,7 @@ def _upsample(imp: Any, p: Any, xs: list[Expr]) -> Expr:
         sh, sw = (float(s) for s in p.scalingFactor) if p.scalingFactor else (1.0, 1.0)
     oh, ow = math.floor(h * sh), math.floor(w * sw)
     if p.mode == p.NN:
-        return R.nn.upsampling(x, scale_h=int(sh), scale_w=int(sw), method="nearest_neighbor")
+        return K.nn.upsampling(x, scale_h=int(sh), scale_w=int(sw), method="nearest_neighbor")
 
     def grid(size: int, out: int) -> np.ndarray:
         i = np.arange(out, dtype=np.float64)
@@ -926,24 +926,24 @@ def _lstm_direction(imp: Any, lp: Any, wp: Any, acts: Sequence[Any], seq: list[E
     f_act, g_act, h_act = acts
 
     def act(a: Any, v: Expr) -> Expr:
-        return activation(imp, a, R.clip(v, -50.0, 50.0))
+        return activation(imp, a, K.clip(v, -50.0, 50.0))
     outs = []
     for x in seq:
-        z = R.add(R.add(R.nn.dense(x, wx_c), R.nn.dense(h, wh_c)), b_c)
-        parts = R.split(z, 4, axis=1)
+        z = K.add(K.add(K.nn.dense(x, wx_c), K.nn.dense(h, wh_c)), b_c)
+        parts = K.split(z, 4, axis=1)
         zi, zf, zz, zo = (parts[i] for i in range(4))
         if peep is not None:
-            zi = R.add(zi, R.multiply(peep[0], c))
-            zf = R.add(zf, R.multiply(peep[1], c))
+            zi = K.add(zi, K.multiply(peep[0], c))
+            zf = K.add(zf, K.multiply(peep[1], c))
         i_t, blk = act(f_act, zi), act(g_act, zz)
         if lp.coupledInputAndForgetGate:
-            c = R.add(R.multiply(c, R.subtract(_f(1.0), i_t)), R.multiply(i_t, blk))
+            c = K.add(K.multiply(c, K.subtract(_f(1.0), i_t)), K.multiply(i_t, blk))
         else:
-            c = R.add(R.multiply(c, act(f_act, zf)), R.multiply(i_t, blk))
-        c = R.clip(c, -clip, clip)
+            c = K.add(K.multiply(c, act(f_act, zf)), K.multiply(i_t, blk))
+        c = K.clip(c, -clip, clip)
         if peep is not None:
-            zo = R.add(zo, R.multiply(peep[2], c))
-        h = R.multiply(activation(imp, h_act, c), act(f_act, zo))
+            zo = K.add(zo, K.multiply(peep[2], c))
+        h = K.multiply(activation(imp, h_act, c), act(f_act, zo))
         outs.append(h)
     return outs, h, c
 
@@ -955,23 +955,23 @@ def _lstm_inputs(imp: Any, xs: list[Expr], hidden: int, n_states: int) -> tuple[
         raise FrontendError(f"layer {imp.layer_name!r}: LSTM input must be [Seq, Batch, C, 1, 1] or "
                             f"[Seq, Batch, C], got {list(shape)} (pass shape= to from_coreml)")
     s, b, cin = shape[:3]
-    x3 = R.reshape(x, [s, b, cin]) if len(shape) == 5 else x
-    seq = [R.reshape(R.strided_slice(x3, [t], [t + 1], axes=[0]), [b, cin]) for t in range(s)]
+    x3 = K.reshape(x, [s, b, cin]) if len(shape) == 5 else x
+    seq = [K.reshape(K.strided_slice(x3, [t], [t + 1], axes=[0]), [b, cin]) for t in range(s)]
     states = []
     for i in range(n_states):
-        states.append(R.reshape(xs[1 + i], [b, hidden]) if len(xs) > 1 + i
-                      else R.const(np.zeros((b, hidden), dtype=np.float32)))
+        states.append(K.reshape(xs[1 + i], [b, hidden]) if len(xs) > 1 + i
+                      else const(np.zeros((b, hidden), dtype=np.float32)))
     return seq, states, len(shape)
 
 
 def _lstm_out(ys: list[Expr], rank: int, seq_out: bool) -> Expr:
-    out = R.stack(ys if seq_out else ys[-1:], axis=0)
-    return R.expand_dims(out, -1, num_newaxis=2) if rank == 5 else out
+    out = K.stack(ys if seq_out else ys[-1:], axis=0)
+    return K.expand_dims(out, -1, num_newaxis=2) if rank == 5 else out
 
 
 def _state(h: Expr, rank: int) -> Expr:
-    out = R.expand_dims(h, 0)
-    return R.expand_dims(out, -1, num_newaxis=2) if rank == 5 else out
+    out = K.expand_dims(h, 0)
+    return K.expand_dims(out, -1, num_newaxis=2) if rank == 5 else out
 
 
 @layer("uniDirectionalLSTM", check=_check_lstm)
@@ -995,8 +995,8 @@ def _bi_lstm(imp: Any, p: Any, xs: list[Expr]) -> list[Expr]:
     yb, hb, cb = _lstm_direction(imp, p.params, bw, p.activationsBackwardLSTM, seq[::-1], hb, cb,
                                  hidden, inp, "bw.")
     yb = yb[::-1]
-    both = [R.concatenate([f, b], axis=1) for f, b in zip(ys, yb)]
+    both = [K.concatenate([f, b], axis=1) for f, b in zip(ys, yb)]
     if not p.params.sequenceOutput:
-        both = [R.concatenate([ys[-1], yb[0]], axis=1)]
+        both = [K.concatenate([ys[-1], yb[0]], axis=1)]
     return [_lstm_out(both, rank, True), _state(h, rank), _state(c, rank), _state(hb, rank),
             _state(cb, rank)]

@@ -119,12 +119,12 @@ class _Importer(ImportState):
 
     def _repair(self, result: Any, expected: Sequence[str | None]) -> Any:
         """Cast tensor results whose dtype differs from the one PyTorch recorded."""
-        from kiln import relay
+        import kiln.op as K
 
         def fix(value: Any, want: str | None) -> Any:
             if (isinstance(value, Expr) and want is not None
                     and isinstance(self.type_of(value), TensorType) and self.dtype_of(value) != want):
-                return relay.cast(value, want)
+                return K.cast(value, want)
             return value
 
         if isinstance(result, (tuple, list)):

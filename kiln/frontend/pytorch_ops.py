@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from kiln import relay
+import kiln.op as K
 from kiln.errors import FrontendError
 from kiln.frontend.common import ImportState
 from kiln.ir.expr import Constant, Expr
@@ -105,7 +105,7 @@ class Cx:
     def tensor(self, x: Any, dtype: str | None = None) -> Expr:
         """``x`` as an expression (a Python scalar becomes a constant of ``dtype``)."""
         if isinstance(x, Expr):
-            return x if dtype is None or self.dtype(x) == dtype else relay.cast(x, dtype)
+            return x if dtype is None or self.dtype(x) == dtype else K.cast(x, dtype)
         return Constant(np.asarray(x, dtype=dtype or self.dtype(x)))
 
     def axis(self, axis: int, ndim: int) -> int:
@@ -168,22 +168,22 @@ def _binary(kiln_fn: Callable[[Expr, Expr], Expr], py_fn: Callable[[Any, Any], A
 
 
 for _names, _fn, _py in [
-    (("mul", "mul_", "multiply"), relay.multiply, lambda x, y: x * y),
-    (("maximum", "fmax"), relay.maximum, max),
-    (("minimum", "fmin"), relay.minimum, min),
-    (("eq", "eq_"), relay.equal, lambda x, y: x == y),
-    (("ne", "ne_"), relay.not_equal, lambda x, y: x != y),
-    (("lt", "lt_", "less"), relay.less, lambda x, y: x < y),
-    (("le", "le_", "less_equal"), relay.less_equal, lambda x, y: x <= y),
-    (("gt", "gt_", "greater"), relay.greater, lambda x, y: x > y),
-    (("ge", "ge_", "greater_equal"), relay.greater_equal, lambda x, y: x >= y),
-    (("remainder", "remainder_"), relay.floor_mod, lambda x, y: x % y),
-    (("fmod",), relay.mod, math.fmod),
-    (("floor_divide", "floordiv"), relay.floor_divide, lambda x, y: x // y),
-    (("atan2",), relay.atan2, math.atan2),
-    (("logical_and",), relay.logical_and, lambda x, y: bool(x) and bool(y)),
-    (("logical_or",), relay.logical_or, lambda x, y: bool(x) or bool(y)),
-    (("logical_xor",), relay.logical_xor, lambda x, y: bool(x) != bool(y)),
+    (("mul", "mul_", "multiply"), K.multiply, lambda x, y: x * y),
+    (("maximum", "fmax"), K.maximum, max),
+    (("minimum", "fmin"), K.minimum, min),
+    (("eq", "eq_"), K.equal, lambda x, y: x == y),
+    (("ne", "ne_"), K.not_equal, lambda x, y: x != y),
+    (("lt", "lt_", "less"), K.less, lambda x, y: x < y),
+    (("le", "le_", "less_equal"), K.less_equal, lambda x, y: x <= y),
+    (("gt", "gt_", "greater"), K.greater, lambda x, y: x > y),
+    (("ge", "ge_", "greater_equal"), K.greater_equal, lambda x, y: x >= y),
+    (("remainder", "remainder_"), K.floor_mod, lambda x, y: x % y),
+    (("fmod",), K.mod, math.fmod),
+    (("floor_divide", "floordiv"), K.floor_divide, lambda x, y: x // y),
+    (("atan2",), K.atan2, math.atan2),
+    (("logical_and",), K.logical_and, lambda x, y: bool(x) and bool(y)),
+    (("logical_or",), K.logical_or, lambda x, y: bool(x) or bool(y)),
+    (("logical_xor",), K.logical_xor, lambda x, y: bool(x) != bool(y)),
 ]:
     converter(*_names)(_binary(_fn, _py))
 
@@ -199,18 +199,18 @@ def _bitwise(logical: Callable[[Expr, Expr], Expr], bitwise: Callable[[Expr, Exp
     return conv
 
 
-converter("bitwise_and", "__and__", "__iand__")(_bitwise(relay.logical_and, relay.bitwise_and,
+converter("bitwise_and", "__and__", "__iand__")(_bitwise(K.logical_and, K.bitwise_and,
                                                          lambda x, y: x & y))
-converter("bitwise_or", "__or__", "__ior__")(_bitwise(relay.logical_or, relay.bitwise_or,
+converter("bitwise_or", "__or__", "__ior__")(_bitwise(K.logical_or, K.bitwise_or,
                                                       lambda x, y: x | y))
-converter("bitwise_xor", "__xor__")(_bitwise(relay.logical_xor, relay.bitwise_xor, lambda x, y: x ^ y))
+converter("bitwise_xor", "__xor__")(_bitwise(K.logical_xor, K.bitwise_xor, lambda x, y: x ^ y))
 
 
 def _scaled(cx: Cx, y: Any, alpha: Any) -> Any:
     if alpha is None or alpha == 1:
         return y
     if isinstance(y, Expr):
-        return relay.multiply(*_promote(cx, y, alpha))
+        return K.multiply(*_promote(cx, y, alpha))
     return y * alpha
 
 
@@ -221,7 +221,7 @@ def _add(cx: Cx, a: Args) -> Any:
         return list(x) + list(y)
     if not isinstance(x, Expr) and not isinstance(y, Expr):
         return x + y
-    return relay.add(*_promote(cx, x, y))
+    return K.add(*_promote(cx, x, y))
 
 
 @converter("sub", "sub_", "subtract", "__isub__")
@@ -229,7 +229,7 @@ def _sub(cx: Cx, a: Args) -> Any:
     x, y = a[0], _scaled(cx, a[1], a["alpha"])
     if not isinstance(x, Expr) and not isinstance(y, Expr):
         return x - y
-    return relay.subtract(*_promote(cx, x, y))
+    return K.subtract(*_promote(cx, x, y))
 
 
 @converter("rsub")
@@ -237,7 +237,7 @@ def _rsub(cx: Cx, a: Args) -> Any:
     x, y = a[1], _scaled(cx, a[0], a["alpha"])
     if not isinstance(x, Expr) and not isinstance(y, Expr):
         return x - y
-    return relay.subtract(*_promote(cx, x, y))
+    return K.subtract(*_promote(cx, x, y))
 
 
 @converter("div", "div_", "true_divide", "divide")
@@ -251,13 +251,13 @@ def _div(cx: Cx, a: Args) -> Any:
     x, y = _promote(cx, x, y)
     if mode is None:
         if not _is_float(cx.dtype(x)):
-            x, y = relay.cast(x, "float32"), relay.cast(y, "float32")
-        return relay.divide(x, y)
+            x, y = K.cast(x, "float32"), K.cast(y, "float32")
+        return K.divide(x, y)
     if mode == "floor":
-        return relay.floor_divide(x, y)
+        return K.floor_divide(x, y)
     if _is_float(cx.dtype(x)):
-        return relay.trunc(relay.divide(x, y))
-    return relay.divide(x, y)  # integer divide truncates
+        return K.trunc(K.divide(x, y))
+    return K.divide(x, y)  # integer divide truncates
 
 
 @converter("pow", "pow_", "float_power")
@@ -267,12 +267,12 @@ def _pow(cx: Cx, a: Args) -> Any:
         return x ** y
     if isinstance(x, Expr) and not isinstance(y, Expr):
         if y == 2:
-            return relay.multiply(x, x)
+            return K.multiply(x, x)
         if y == 0.5 and _is_float(cx.dtype(x)):
-            return relay.sqrt(x)
+            return K.sqrt(x)
         if y == 1:
             return x
-    return relay.power(*_promote(cx, x, y))
+    return K.power(*_promote(cx, x, y))
 
 
 def _unary(fn: Callable[[Expr], Expr], py: Callable[[Any], Any] | None = None,
@@ -285,35 +285,35 @@ def _unary(fn: Callable[[Expr], Expr], py: Callable[[Any], Any] | None = None,
             else:
                 return py(x)
         if floating and not _is_float(cx.dtype(x)):
-            x = relay.cast(x, "float32")
+            x = K.cast(x, "float32")
         return fn(x)
     return conv
 
 
 for _names, _fn, _py, _fl in [
-    (("neg", "neg_", "negative"), relay.negative, lambda v: -v, False),
-    (("abs", "abs_"), relay.abs, abs, False),
-    (("exp", "exp_"), relay.exp, math.exp, True),
-    (("log", "log_"), relay.log, math.log, True),
-    (("log2",), relay.log2, math.log2, True),
-    (("log10",), relay.log10, math.log10, True),
-    (("sqrt", "sqrt_"), relay.sqrt, math.sqrt, True),
-    (("rsqrt", "rsqrt_"), relay.rsqrt, lambda v: 1 / math.sqrt(v), True),
-    (("sin",), relay.sin, math.sin, True),
-    (("cos",), relay.cos, math.cos, True),
-    (("tan",), relay.tan, math.tan, True),
-    (("atan",), relay.atan, math.atan, True),
-    (("tanh", "tanh_"), relay.tanh, math.tanh, True),
-    (("sigmoid", "sigmoid_"), relay.sigmoid, None, True),
-    (("erf",), relay.erf, math.erf, True),
-    (("floor", "floor_"), relay.floor, math.floor, False),
-    (("ceil", "ceil_"), relay.ceil, math.ceil, False),
-    (("round",), relay.round, round, False),
-    (("trunc", "fix"), relay.trunc, math.trunc, False),
-    (("sign", "sgn"), relay.sign, None, False),
-    (("logical_not",), relay.logical_not, lambda v: not v, False),
-    (("isnan",), relay.isnan, math.isnan, False),
-    (("isinf",), relay.isinf, math.isinf, False),
+    (("neg", "neg_", "negative"), K.negative, lambda v: -v, False),
+    (("abs", "abs_"), K.abs, abs, False),
+    (("exp", "exp_"), K.exp, math.exp, True),
+    (("log", "log_"), K.log, math.log, True),
+    (("log2",), K.log2, math.log2, True),
+    (("log10",), K.log10, math.log10, True),
+    (("sqrt", "sqrt_"), K.sqrt, math.sqrt, True),
+    (("rsqrt", "rsqrt_"), K.rsqrt, lambda v: 1 / math.sqrt(v), True),
+    (("sin",), K.sin, math.sin, True),
+    (("cos",), K.cos, math.cos, True),
+    (("tan",), K.tan, math.tan, True),
+    (("atan",), K.atan, math.atan, True),
+    (("tanh", "tanh_"), K.tanh, math.tanh, True),
+    (("sigmoid", "sigmoid_"), K.sigmoid, None, True),
+    (("erf",), K.erf, math.erf, True),
+    (("floor", "floor_"), K.floor, math.floor, False),
+    (("ceil", "ceil_"), K.ceil, math.ceil, False),
+    (("round",), K.round, round, False),
+    (("trunc", "fix"), K.trunc, math.trunc, False),
+    (("sign", "sgn"), K.sign, None, False),
+    (("logical_not",), K.logical_not, lambda v: not v, False),
+    (("isnan",), K.isnan, math.isnan, False),
+    (("isinf",), K.isinf, math.isinf, False),
 ]:
     converter(*_names)(_unary(_fn, _py, _fl))
 
@@ -321,7 +321,7 @@ for _names, _fn, _py, _fl in [
 @converter("bitwise_not")
 def _bitwise_not(cx: Cx, a: Args) -> Expr:
     x = cx.tensor(a[0])
-    return relay.logical_not(x) if cx.dtype(x) == "bool" else relay.bitwise_not(x)
+    return K.logical_not(x) if cx.dtype(x) == "bool" else K.bitwise_not(x)
 
 
 def _const_like(cx: Cx, v: float, x: Expr) -> Expr:
@@ -331,40 +331,40 @@ def _const_like(cx: Cx, v: float, x: Expr) -> Expr:
 @converter("reciprocal", "reciprocal_")
 def _reciprocal(cx: Cx, a: Args) -> Expr:
     x = _float(cx, a[0])
-    return relay.divide(_const_like(cx, 1.0, x), x)
+    return K.divide(_const_like(cx, 1.0, x), x)
 
 
 @converter("square")
 def _square(cx: Cx, a: Args) -> Expr:
-    return relay.multiply(a[0], a[0])
+    return K.multiply(a[0], a[0])
 
 
 @converter("expm1")
 def _expm1(cx: Cx, a: Args) -> Expr:
     x = _float(cx, a[0])
-    return relay.subtract(relay.exp(x), _const_like(cx, 1.0, x))
+    return K.subtract(K.exp(x), _const_like(cx, 1.0, x))
 
 
 @converter("log1p")
 def _log1p(cx: Cx, a: Args) -> Expr:
     x = _float(cx, a[0])
-    return relay.log(relay.add(x, _const_like(cx, 1.0, x)))
+    return K.log(K.add(x, _const_like(cx, 1.0, x)))
 
 
 def _float(cx: Cx, x: Any) -> Expr:
     x = cx.tensor(x)
-    return x if _is_float(cx.dtype(x)) else relay.cast(x, "float32")
+    return x if _is_float(cx.dtype(x)) else K.cast(x, "float32")
 
 
 # --- activations -----------------------------------------------------------------------------------
 @converter("relu", "relu_")
 def _relu(cx: Cx, a: Args) -> Expr:
-    return relay.nn.relu(a[0])
+    return K.nn.relu(a[0])
 
 
 def _clip(cx: Cx, x: Expr, lo: float | None, hi: float | None) -> Expr:
     info = np.finfo(np.float32)
-    return relay.clip(x, float(info.min) if lo is None else float(lo),
+    return K.clip(x, float(info.min) if lo is None else float(lo),
                       float(info.max) if hi is None else float(hi))
 
 
@@ -381,40 +381,40 @@ def _hardtanh(cx: Cx, a: Args) -> Expr:
 @converter("hardswish", "hardswish_")
 def _hardswish(cx: Cx, a: Args) -> Expr:
     x = a[0]
-    gate = _clip(cx, relay.add(x, _const_like(cx, 3.0, x)), 0.0, 6.0)
-    return relay.divide(relay.multiply(x, gate), _const_like(cx, 6.0, x))
+    gate = _clip(cx, K.add(x, _const_like(cx, 3.0, x)), 0.0, 6.0)
+    return K.divide(K.multiply(x, gate), _const_like(cx, 6.0, x))
 
 
 @converter("hardsigmoid", "hardsigmoid_")
 def _hardsigmoid(cx: Cx, a: Args) -> Expr:
     x = a[0]
-    return relay.divide(_clip(cx, relay.add(x, _const_like(cx, 3.0, x)), 0.0, 6.0),
+    return K.divide(_clip(cx, K.add(x, _const_like(cx, 3.0, x)), 0.0, 6.0),
                         _const_like(cx, 6.0, x))
 
 
 @converter("silu", "silu_")
 def _silu(cx: Cx, a: Args) -> Expr:
-    return relay.multiply(a[0], relay.sigmoid(a[0]))
+    return K.multiply(a[0], K.sigmoid(a[0]))
 
 
 @converter("gelu", "gelu_")
 def _gelu(cx: Cx, a: Args) -> Expr:
     x, approx = a[0], a.get("approximate", "none")
-    half = relay.multiply(_const_like(cx, 0.5, x), x)
+    half = K.multiply(_const_like(cx, 0.5, x), x)
     if approx == "tanh":
-        inner = relay.add(x, relay.multiply(_const_like(cx, 0.044715, x),
-                                            relay.multiply(x, relay.multiply(x, x))))
-        t = relay.tanh(relay.multiply(_const_like(cx, math.sqrt(2 / math.pi), x), inner))
+        inner = K.add(x, K.multiply(_const_like(cx, 0.044715, x),
+                                            K.multiply(x, K.multiply(x, x))))
+        t = K.tanh(K.multiply(_const_like(cx, math.sqrt(2 / math.pi), x), inner))
     elif approx == "none":
-        t = relay.erf(relay.multiply(x, _const_like(cx, 1 / math.sqrt(2), x)))
+        t = K.erf(K.multiply(x, _const_like(cx, 1 / math.sqrt(2), x)))
     else:
         raise cx.error(f"approximate={approx!r}")
-    return relay.multiply(half, relay.add(_const_like(cx, 1.0, x), t))
+    return K.multiply(half, K.add(_const_like(cx, 1.0, x), t))
 
 
 @converter("leaky_relu", "leaky_relu_")
 def _leaky_relu(cx: Cx, a: Args) -> Expr:
-    return relay.nn.leaky_relu(a[0], float(a.get("negative_slope", 0.01)))
+    return K.nn.leaky_relu(a[0], float(a.get("negative_slope", 0.01)))
 
 
 @converter("elu", "elu_", "selu", "selu_", "celu", "celu_")
@@ -428,18 +428,18 @@ def _elu(cx: Cx, a: Args) -> Expr:
     else:
         alpha, scale, in_scale = (float(a.get("alpha", 1.0)), float(a.get("scale", 1.0)),
                                   float(a.get("input_scale", 1.0)))
-    neg = relay.multiply(_const_like(cx, alpha * scale, x),
-                         relay.subtract(relay.exp(relay.multiply(x, _const_like(cx, in_scale, x))),
+    neg = K.multiply(_const_like(cx, alpha * scale, x),
+                         K.subtract(K.exp(K.multiply(x, _const_like(cx, in_scale, x))),
                                         _const_like(cx, 1.0, x)))
-    return relay.where(relay.greater(x, _const_like(cx, 0.0, x)),
-                       relay.multiply(x, _const_like(cx, scale, x)), neg)
+    return K.where(K.greater(x, _const_like(cx, 0.0, x)),
+                       K.multiply(x, _const_like(cx, scale, x)), neg)
 
 
 def _softplus_expr(cx: Cx, x: Expr, beta: float, threshold: float) -> Expr:
-    bx = relay.multiply(x, _const_like(cx, beta, x))
-    soft = relay.divide(relay.log(relay.add(relay.exp(bx), _const_like(cx, 1.0, x))),
+    bx = K.multiply(x, _const_like(cx, beta, x))
+    soft = K.divide(K.log(K.add(K.exp(bx), _const_like(cx, 1.0, x))),
                         _const_like(cx, beta, x))
-    return relay.where(relay.greater(bx, _const_like(cx, threshold, x)), x, soft)
+    return K.where(K.greater(bx, _const_like(cx, threshold, x)), x, soft)
 
 
 @converter("softplus")
@@ -449,17 +449,17 @@ def _softplus(cx: Cx, a: Args) -> Expr:
 
 @converter("mish", "mish_")
 def _mish(cx: Cx, a: Args) -> Expr:
-    return relay.multiply(a[0], relay.tanh(_softplus_expr(cx, a[0], 1.0, 20.0)))
+    return K.multiply(a[0], K.tanh(_softplus_expr(cx, a[0], 1.0, 20.0)))
 
 
 @converter("prelu", "_prelu_kernel")
 def _prelu(cx: Cx, a: Args) -> Expr:
     x, w = a[0], a[1]
     if cx.ndim(x) >= 2 and cx.shape(w) == (cx.shape(x)[1],):
-        return relay.nn.prelu(x, w, axis=1)
+        return K.nn.prelu(x, w, axis=1)
     if cx.ndim(x) >= 2 and cx.shape(w) == (1,):
-        w = relay.reshape(w, ())
-    return relay.where(relay.greater(x, _const_like(cx, 0.0, x)), x, relay.multiply(x, w))
+        w = K.reshape(w, ())
+    return K.where(K.greater(x, _const_like(cx, 0.0, x)), x, K.multiply(x, w))
 
 
 def _softmax_like(log: bool) -> Converter:
@@ -467,9 +467,9 @@ def _softmax_like(log: bool) -> Converter:
         x = a[0]
         dt = a["dtype"] if a.has("dtype") else None
         if dt is not None:
-            x = relay.cast(x, dtype_name(dt))
+            x = K.cast(x, dtype_name(dt))
         axis = cx.axis(a[1], cx.ndim(x))
-        return relay.nn.log_softmax(x, axis) if log else relay.nn.softmax(x, axis)
+        return K.nn.log_softmax(x, axis) if log else K.nn.softmax(x, axis)
     return conv
 
 
@@ -479,7 +479,7 @@ converter("log_softmax", "_log_softmax")(_softmax_like(True))
 
 @converter("logsigmoid", "log_sigmoid", "log_sigmoid_forward")
 def _logsigmoid(cx: Cx, a: Args) -> Any:
-    out = relay.log(relay.sigmoid(a[0]))
+    out = K.log(K.sigmoid(a[0]))
     return (out, out) if cx.op == "log_sigmoid_forward" else out
 
 
@@ -496,9 +496,9 @@ def _clamp(cx: Cx, a: Args) -> Expr:
     if not isinstance(lo, Expr) and not isinstance(hi, Expr) and _is_float(cx.dtype(x)):
         return _clip(cx, x, lo, hi)
     if lo is not None:
-        x = relay.maximum(*_promote(cx, x, lo))
+        x = K.maximum(*_promote(cx, x, lo))
     if hi is not None:
-        x = relay.minimum(*_promote(cx, x, hi))
+        x = K.minimum(*_promote(cx, x, hi))
     return x
 
 
@@ -510,16 +510,16 @@ def _where(cx: Cx, a: Args) -> Any:
     x, y = _promote(cx, a[1], a[2])
     cond = cx.tensor(cond)
     if cx.dtype(cond) != "bool":
-        cond = relay.cast(cond, "bool")
-    return relay.where(cond, x, y)
+        cond = K.cast(cond, "bool")
+    return K.where(cond, x, y)
 
 
 @converter("masked_fill", "masked_fill_")
 def _masked_fill(cx: Cx, a: Args) -> Expr:
     x, mask = a[0], cx.tensor(a[1])
     if cx.dtype(mask) != "bool":
-        mask = relay.cast(mask, "bool")
-    return relay.where(mask, cx.tensor(a[2], cx.dtype(x)), x)
+        mask = K.cast(mask, "bool")
+    return K.where(mask, cx.tensor(a[2], cx.dtype(x)), x)
 
 
 # --- convolution / linear ------------------------------------------------------------------------
@@ -550,15 +550,15 @@ def _conv(cx: Cx, x: Expr, w: Expr, b: Any, stride: Any, padding: Any, dilation:
     groups = int(groups)
     if transposed:
         opad = tup(output_padding, 0)
-        fn = relay.nn.conv2d_transpose if nsp == 2 else relay.nn.conv1d_transpose
+        fn = K.conv.conv2d_transpose if nsp == 2 else K.conv.conv1d_transpose
         y = fn(x, w, strides=strides, padding=pad, dilation=dil, groups=groups, output_padding=opad,
                kernel_layout="IOHW" if nsp == 2 else "IOW", data_layout="NCHW" if nsp == 2 else "NCW")
     else:
-        fn = relay.nn.conv2d if nsp == 2 else relay.nn.conv1d
+        fn = K.conv.conv2d if nsp == 2 else K.conv.conv1d
         y = fn(x, w, strides=strides, padding=pad, dilation=dil, groups=groups,
                kernel_layout="OIHW" if nsp == 2 else "OIW", data_layout="NCHW" if nsp == 2 else "NCW")
     if b is not None:
-        y = relay.nn.bias_add(y, b, axis=1)
+        y = K.nn.bias_add(y, b, axis=1)
     return y
 
 
@@ -568,9 +568,9 @@ def _convnd(cx: Cx, a: Args) -> Expr:
     nsp = cx.ndim(a[1]) - 2
     unbatched = cx.ndim(x) == nsp + 1
     if unbatched:
-        x = relay.expand_dims(x, 0)
+        x = K.expand_dims(x, 0)
     y = _conv(cx, x, a[1], a[2], a[3], a[4], a[5], False, None, a[6] or 1)
-    return relay.squeeze(y, axis=[0]) if unbatched else y
+    return K.squeeze(y, axis=[0]) if unbatched else y
 
 
 @converter("conv_transpose1d", "conv_transpose2d")
@@ -587,17 +587,17 @@ def _convolution(cx: Cx, a: Args) -> Expr:
 
 def _matmul2d(cx: Cx, x: Expr, w_t: Expr) -> Expr:
     """``x @ w_t`` with ``w_t`` 2-d, for any rank of ``x``."""
-    return relay.nn.dense(x, relay.transpose(w_t, (1, 0)))
+    return K.nn.dense(x, K.transpose(w_t, (1, 0)))
 
 
 @converter("linear")
 def _linear(cx: Cx, a: Args) -> Expr:
     x, w, b = a[0], a[1], a[2]
     if cx.ndim(w) == 1:
-        y = relay.sum(relay.multiply(x, w), axis=-1)
+        y = K.sum(K.multiply(x, w), axis=-1)
     else:
-        y = relay.nn.dense(x, w)
-    return y if b is None else relay.add(y, b)
+        y = K.nn.dense(x, w)
+    return y if b is None else K.add(y, b)
 
 
 @converter("addmm", "addmm_")
@@ -606,13 +606,13 @@ def _addmm(cx: Cx, a: Args) -> Expr:
     beta, alpha = a.get("beta", 1), a.get("alpha", 1)
     y = _matmul2d(cx, m1, m2)
     if alpha != 1:
-        y = relay.multiply(y, _const_like(cx, alpha, y))
+        y = K.multiply(y, _const_like(cx, alpha, y))
     if beta == 0:
         return y
     b = cx.tensor(bias, cx.dtype(y))
     if beta != 1:
-        b = relay.multiply(b, _const_like(cx, beta, y))
-    return relay.add(y, b)
+        b = K.multiply(b, _const_like(cx, beta, y))
+    return K.add(y, b)
 
 
 @converter("mm")
@@ -622,40 +622,40 @@ def _mm(cx: Cx, a: Args) -> Expr:
 
 @converter("bmm")
 def _bmm(cx: Cx, a: Args) -> Expr:
-    return relay.nn.batch_matmul(a[0], a[1], transpose_b=False)
+    return K.nn.batch_matmul(a[0], a[1], transpose_b=False)
 
 
 @converter("baddbmm")
 def _baddbmm(cx: Cx, a: Args) -> Expr:
-    y = relay.nn.batch_matmul(a[1], a[2], transpose_b=False)
+    y = K.nn.batch_matmul(a[1], a[2], transpose_b=False)
     beta, alpha = a.get("beta", 1), a.get("alpha", 1)
     if alpha != 1:
-        y = relay.multiply(y, _const_like(cx, alpha, y))
+        y = K.multiply(y, _const_like(cx, alpha, y))
     if beta == 0:
         return y
-    b = a[0] if beta == 1 else relay.multiply(a[0], _const_like(cx, beta, y))
-    return relay.add(y, b)
+    b = a[0] if beta == 1 else K.multiply(a[0], _const_like(cx, beta, y))
+    return K.add(y, b)
 
 
 def matmul(cx: Cx, x: Expr, y: Expr) -> Expr:
     """NumPy/PyTorch ``matmul`` of any ranks (batch dims broadcast)."""
     sx, sy = cx.shape(x), cx.shape(y)
     if len(sx) == 1 and len(sy) == 1:
-        return relay.sum(relay.multiply(x, y))
+        return K.sum(K.multiply(x, y))
     if len(sy) == 1:
-        return relay.squeeze(matmul(cx, x, relay.expand_dims(y, 1)), axis=[-1])
+        return K.squeeze(matmul(cx, x, K.expand_dims(y, 1)), axis=[-1])
     if len(sx) == 1:
-        return relay.squeeze(matmul(cx, relay.expand_dims(x, 0), y), axis=[-2])
+        return K.squeeze(matmul(cx, K.expand_dims(x, 0), y), axis=[-2])
     if len(sy) == 2:
         return _matmul2d(cx, x, y)
     batch = tuple(np.broadcast_shapes(sx[:-2], sy[:-2]))
     n = int(np.prod(batch)) if batch else 1
-    xb = relay.reshape(relay.broadcast_to(x, batch + sx[-2:]) if sx[:-2] != batch else x,
+    xb = K.reshape(K.broadcast_to(x, batch + sx[-2:]) if sx[:-2] != batch else x,
                        (n, *sx[-2:]))
-    yb = relay.reshape(relay.broadcast_to(y, batch + sy[-2:]) if sy[:-2] != batch else y,
+    yb = K.reshape(K.broadcast_to(y, batch + sy[-2:]) if sy[:-2] != batch else y,
                        (n, *sy[-2:]))
-    out = relay.nn.batch_matmul(xb, yb, transpose_b=False)
-    return relay.reshape(out, (*batch, sx[-2], sy[-1]))
+    out = K.nn.batch_matmul(xb, yb, transpose_b=False)
+    return K.reshape(out, (*batch, sx[-2], sy[-1]))
 
 
 @converter("matmul")
@@ -665,7 +665,7 @@ def _matmul(cx: Cx, a: Args) -> Expr:
 
 @converter("einsum")
 def _einsum(cx: Cx, a: Args) -> Expr:
-    return relay.einsum(list(a[1]), str(a[0]))
+    return K.einsum(list(a[1]), str(a[0]))
 
 
 # --- normalisation ---------------------------------------------------------------------------------
@@ -681,7 +681,7 @@ def _batch_norm(cx: Cx, a: Args) -> Any:
     if cx.op == "instance_norm":
         if a[3] is not None and not a[5]:
             raise cx.error("instance_norm with running stats (use_input_stats=False)")
-        return relay.nn.instance_norm(x, _vec(cx, a[1], c, 1.0, x), _vec(cx, a[2], c, 0.0, x),
+        return K.nn.instance_norm(x, _vec(cx, a[1], c, 1.0, x), _vec(cx, a[2], c, 0.0, x),
                                       axis=1, epsilon=float(a["eps"]))
     training = a["training"]
     if training:
@@ -689,7 +689,7 @@ def _batch_norm(cx: Cx, a: Args) -> Any:
     mean, var = a[3], a[4]
     if mean is None or var is None:
         raise cx.error("batch_norm without running statistics")
-    y = relay.nn.batch_norm(x, _vec(cx, a[1], c, 1.0, x), _vec(cx, a[2], c, 0.0, x), mean, var,
+    y = K.nn.batch_norm(x, _vec(cx, a[1], c, 1.0, x), _vec(cx, a[2], c, 0.0, x), mean, var,
                             axis=1, epsilon=float(a["eps"]))[0]
     if cx.op == "batch_norm":
         return y
@@ -701,8 +701,8 @@ def _flat_norm(cx: Cx, x: Expr, k: int, fn: Callable[[Expr], Expr]) -> Expr:
     if k == 1:
         return fn(x)
     shape = cx.shape(x)
-    flat = relay.reshape(x, (*shape[:-k], int(np.prod(shape[-k:]))))
-    return relay.reshape(fn(flat), shape)
+    flat = K.reshape(x, (*shape[:-k], int(np.prod(shape[-k:]))))
+    return K.reshape(fn(flat), shape)
 
 
 @converter("layer_norm", "native_layer_norm")
@@ -710,9 +710,9 @@ def _layer_norm(cx: Cx, a: Args) -> Any:
     x, norm_shape, w, b, eps = a[0], list(a[1]), a[2], a[3], float(a[4])
     k = len(norm_shape)
     n = int(np.prod(norm_shape))
-    gw = relay.reshape(w, (n,)) if w is not None else _vec(cx, None, n, 1.0, x)
-    gb = relay.reshape(b, (n,)) if b is not None else _vec(cx, None, n, 0.0, x)
-    y = _flat_norm(cx, x, k, lambda t: relay.nn.layer_norm(t, gw, gb, axis=-1, epsilon=eps))
+    gw = K.reshape(w, (n,)) if w is not None else _vec(cx, None, n, 1.0, x)
+    gb = K.reshape(b, (n,)) if b is not None else _vec(cx, None, n, 0.0, x)
+    y = _flat_norm(cx, x, k, lambda t: K.nn.layer_norm(t, gw, gb, axis=-1, epsilon=eps))
     if cx.op == "layer_norm":
         return y
     return (y, None, None)  # the saved statistics: unused in inference graphs
@@ -726,7 +726,7 @@ def _group_norm(cx: Cx, a: Args) -> Any:
         groups, w, b, eps = int(a[1]), a[2], a[3], float(a[4])
     else:
         w, b, groups, eps = a[1], a[2], int(a[6]), float(a[7])
-    y = relay.nn.group_norm(x, _vec(cx, w, c, 1.0, x), _vec(cx, b, c, 0.0, x), num_groups=groups,
+    y = K.nn.group_norm(x, _vec(cx, w, c, 1.0, x), _vec(cx, b, c, 0.0, x), num_groups=groups,
                             axis=1, epsilon=eps)
     if cx.op == "group_norm":
         return y
@@ -751,12 +751,12 @@ def _max_pool(cx: Cx, a: Args) -> Any:
     s = _ints(a[2], n, k)
     p = _ints(a[3], n, (0,) * n)
     d = _ints(a[4], n, (1,) * n)
-    fn = relay.nn.max_pool2d if n == 2 else relay.nn.max_pool1d
+    fn = K.pool.max_pool2d if n == 2 else K.pool.max_pool1d
     unbatched = cx.ndim(x) == n + 1
-    xin = relay.expand_dims(x, 0) if unbatched else x
+    xin = K.expand_dims(x, 0) if unbatched else x
     y = fn(xin, pool_size=k, strides=s, dilation=d, padding=p + p, ceil_mode=bool(a[5]))
     if unbatched:
-        y = relay.squeeze(y, axis=[0])
+        y = K.squeeze(y, axis=[0])
     if cx.op.endswith("with_indices"):
         return (y, None)
     return y
@@ -771,15 +771,15 @@ def _avg_pool(cx: Cx, a: Args) -> Expr:
     p = _ints(a[3], n, (0,) * n)
     ceil_mode, include = bool(a[4]), bool(a.get("count_include_pad", True))
     divisor = a["divisor_override"] if a.has("divisor_override") else None
-    fn = relay.nn.avg_pool2d if n == 2 else relay.nn.avg_pool1d
+    fn = K.pool.avg_pool2d if n == 2 else K.pool.avg_pool1d
     unbatched = cx.ndim(x) == n + 1
-    xin = relay.expand_dims(x, 0) if unbatched else x
+    xin = K.expand_dims(x, 0) if unbatched else x
     if divisor is not None:
         y = fn(xin, pool_size=k, strides=s, padding=p + p, ceil_mode=ceil_mode, count_include_pad=True)
-        y = relay.multiply(y, _const_like(cx, float(np.prod(k)) / float(divisor), x))
+        y = K.multiply(y, _const_like(cx, float(np.prod(k)) / float(divisor), x))
     else:
         y = fn(xin, pool_size=k, strides=s, padding=p + p, ceil_mode=ceil_mode, count_include_pad=include)
-    return relay.squeeze(y, axis=[0]) if unbatched else y
+    return K.squeeze(y, axis=[0]) if unbatched else y
 
 
 @converter("adaptive_avg_pool1d", "adaptive_avg_pool2d", "_adaptive_avg_pool2d",
@@ -788,19 +788,19 @@ def _adaptive_pool(cx: Cx, a: Args) -> Any:
     x = a[0]
     n = 1 if "1d" in cx.op else 2
     unbatched = cx.ndim(x) == n + 1
-    xin = relay.expand_dims(x, 0) if unbatched else x
+    xin = K.expand_dims(x, 0) if unbatched else x
     insize = cx.shape(xin)[2:]
     sizes = list(a[1]) if isinstance(a[1], (list, tuple)) else [a[1]]
     sizes = sizes * n if len(sizes) == 1 else sizes
     out = tuple(i if o is None else int(o) for o, i in zip(sizes, insize))
     is_max = "max" in cx.op
     if n == 2:
-        fn = relay.nn.adaptive_max_pool2d if is_max else relay.nn.adaptive_avg_pool2d
+        fn = K.pool.adaptive_max_pool2d if is_max else K.pool.adaptive_avg_pool2d
     else:
-        fn = relay.nn.adaptive_max_pool1d if is_max else relay.nn.adaptive_avg_pool1d
+        fn = K.pool.adaptive_max_pool1d if is_max else K.pool.adaptive_avg_pool1d
     y = fn(xin, output_size=out)
     if unbatched:
-        y = relay.squeeze(y, axis=[0])
+        y = K.squeeze(y, axis=[0])
     return (y, None) if is_max else y
 
 
@@ -834,8 +834,8 @@ def _upsample(cx: Cx, a: Args) -> Expr:
         kw = dict(method="linear",
                   coordinate_transformation_mode="align_corners" if align else "half_pixel")
     if n == 1:
-        return relay.image.resize1d(x, out, layout="NCW", **kw)
-    return relay.image.resize2d(x, out, layout="NCHW", **kw)
+        return K.image.resize1d(x, out, layout="NCW", **kw)
+    return K.image.resize2d(x, out, layout="NCHW", **kw)
 
 
 def _pad_width(cx: Cx, x: Expr, pad: Sequence[int]) -> list[tuple[int, int]]:
@@ -855,8 +855,8 @@ def _pad(cx: Cx, x: Expr, pad: Sequence[int], mode: str, value: Any) -> Expr:
     if mode not in modes:
         raise cx.error(f"pad mode {mode!r}")
     if mode == "constant":
-        return relay.nn.pad(x, widths, pad_value=float(value or 0.0))
-    return relay.nn.pad(x, widths, pad_mode=modes[mode])
+        return K.nn.pad(x, widths, pad_value=float(value or 0.0))
+    return K.nn.pad(x, widths, pad_mode=modes[mode])
 
 
 @converter("constant_pad_nd")
@@ -876,7 +876,7 @@ def _reflect_pad(cx: Cx, a: Args) -> Expr:
 
 @converter("pixel_shuffle")
 def _pixel_shuffle(cx: Cx, a: Args) -> Expr:
-    return relay.nn.depth_to_space(a[0], int(a[1]), layout="NCHW", mode="CRD")
+    return K.nn.depth_to_space(a[0], int(a[1]), layout="NCHW", mode="CRD")
 
 
 # --- reductions ----------------------------------------------------------------------------------
@@ -892,10 +892,10 @@ def _reduce(fn: Callable[..., Expr], keep_default: bool = False) -> Converter:
         x = cx.tensor(a[0])
         dt = a["dtype"] if a.has("dtype") else None
         if dt is not None:
-            x = relay.cast(x, dtype_name(dt))
-        elif fn in (relay.sum, relay.prod) and not _is_float(cx.dtype(x)):
-            x = relay.cast(x, "int64")
-        elif fn is relay.mean and not _is_float(cx.dtype(x)):
+            x = K.cast(x, dtype_name(dt))
+        elif fn in (K.sum, K.prod) and not _is_float(cx.dtype(x)):
+            x = K.cast(x, "int64")
+        elif fn is K.mean and not _is_float(cx.dtype(x)):
             raise cx.error(f"mean of a {cx.dtype(x)} tensor")
         dim = a["dim"] if a.has("dim") else None
         keep = bool(a["keepdim"]) if a.has("keepdim") else keep_default
@@ -903,32 +903,32 @@ def _reduce(fn: Callable[..., Expr], keep_default: bool = False) -> Converter:
     return conv
 
 
-converter("sum")(_reduce(relay.sum))
-converter("mean")(_reduce(relay.mean))
-converter("prod")(_reduce(relay.prod))
-converter("amax")(_reduce(relay.max))
-converter("amin")(_reduce(relay.min))
-converter("logsumexp")(_reduce(relay.logsumexp))
-converter("all")(_reduce(relay.all))
-converter("any")(_reduce(relay.any))
+converter("sum")(_reduce(K.sum))
+converter("mean")(_reduce(K.mean))
+converter("prod")(_reduce(K.prod))
+converter("amax")(_reduce(K.max))
+converter("amin")(_reduce(K.min))
+converter("logsumexp")(_reduce(K.logsumexp))
+converter("all")(_reduce(K.all))
+converter("any")(_reduce(K.any))
 
 
 def _minmax(is_max: bool) -> Converter:
     def conv(cx: Cx, a: Args) -> Any:
         x = a[0]
         if a.has("other"):  # max.other: elementwise
-            fn = relay.maximum if is_max else relay.minimum
+            fn = K.maximum if is_max else K.minimum
             if not isinstance(x, Expr) and not isinstance(a[1], Expr):
                 return max(x, a[1]) if is_max else min(x, a[1])
             return fn(*_promote(cx, x, a[1]))
-        red = relay.max if is_max else relay.min
+        red = K.max if is_max else K.min
         if not a.has("dim"):
             return red(x)
         axis = cx.axis(a["dim"], cx.ndim(x))
         keep = bool(a["keepdim"])
-        arg = relay.argmax if is_max else relay.argmin
+        arg = K.argmax if is_max else K.argmin
         return (red(x, axis=[axis], keepdims=keep),
-                relay.cast(arg(x, axis=[axis], keepdims=keep), "int64"))
+                K.cast(arg(x, axis=[axis], keepdims=keep), "int64"))
     return conv
 
 
@@ -940,17 +940,17 @@ def _argreduce(fn: Callable[..., Expr]) -> Converter:
     def conv(cx: Cx, a: Args) -> Expr:
         x, dim, keep = a[0], a["dim"], bool(a.get("keepdim", False))
         if dim is None:
-            out = fn(relay.reshape(x, (-1,)), axis=[0], keepdims=False)
+            out = fn(K.reshape(x, (-1,)), axis=[0], keepdims=False)
             if keep:
-                out = relay.reshape(out, (1,) * cx.ndim(x))
+                out = K.reshape(out, (1,) * cx.ndim(x))
         else:
             out = fn(x, axis=[cx.axis(dim, cx.ndim(x))], keepdims=keep)
-        return relay.cast(out, "int64")
+        return K.cast(out, "int64")
     return conv
 
 
-converter("argmax")(_argreduce(relay.argmax))
-converter("argmin")(_argreduce(relay.argmin))
+converter("argmax")(_argreduce(K.argmax))
+converter("argmin")(_argreduce(K.argmin))
 
 
 @converter("var", "std", "var_mean", "std_mean")
@@ -966,10 +966,10 @@ def _var(cx: Cx, a: Args) -> Any:
         raise cx.error(f"correction={corr}")
     keep = bool(a.get("keepdim", False))
     axes = _dims(cx, x, dim)
-    v = relay.variance(x, axis=axes, keepdims=keep, unbiased=bool(corr))
-    out = relay.sqrt(v) if cx.op.startswith("std") else v
+    v = K.variance(x, axis=axes, keepdims=keep, unbiased=bool(corr))
+    out = K.sqrt(v) if cx.op.startswith("std") else v
     if cx.op.endswith("_mean"):
-        return (out, relay.mean(x, axis=axes, keepdims=keep))
+        return (out, K.mean(x, axis=axes, keepdims=keep))
     return out
 
 
@@ -978,10 +978,10 @@ def _cumsum(cx: Cx, a: Args) -> Expr:
     x = a[0]
     dt = a["dtype"]
     if dt is not None:
-        x = relay.cast(x, dtype_name(dt))
+        x = K.cast(x, dtype_name(dt))
     elif not _is_float(cx.dtype(x)):
-        x = relay.cast(x, "int64")
-    return relay.cumsum(x, axis=cx.axis(a[1], cx.ndim(x)))
+        x = K.cast(x, "int64")
+    return K.cumsum(x, axis=cx.axis(a[1], cx.ndim(x)))
 
 
 # --- shapes ----------------------------------------------------------------------------------------
@@ -1003,13 +1003,13 @@ def _shape_arg(cx: Cx, x: Expr, size: Any) -> tuple[int, ...]:
 @converter("view", "reshape", "_unsafe_view", "_reshape_alias")
 def _view(cx: Cx, a: Args) -> Expr:
     if a.has("dtype"):  # view.dtype: a bit cast
-        return relay.reinterpret(a[0], dtype_name(a["dtype"]))
-    return relay.reshape(a[0], _shape_arg(cx, a[0], a[1]))
+        return K.reinterpret(a[0], dtype_name(a["dtype"]))
+    return K.reshape(a[0], _shape_arg(cx, a[0], a[1]))
 
 
 @converter("view_as", "reshape_as")
 def _view_as(cx: Cx, a: Args) -> Expr:
-    return relay.reshape(a[0], cx.shape(a[1]))
+    return K.reshape(a[0], cx.shape(a[1]))
 
 
 @converter("flatten")
@@ -1018,11 +1018,11 @@ def _flatten(cx: Cx, a: Args) -> Expr:
     shape = cx.shape(x)
     nd = len(shape)
     if nd == 0:
-        return relay.reshape(x, (1,))
+        return K.reshape(x, (1,))
     s = cx.axis(a.get("start_dim", 0), nd)
     e = cx.axis(a.get("end_dim", -1), nd)
     new = (*shape[:s], int(np.prod(shape[s:e + 1])), *shape[e + 1:])
-    return relay.reshape(x, new)
+    return K.reshape(x, new)
 
 
 @converter("unflatten")
@@ -1034,13 +1034,13 @@ def _unflatten(cx: Cx, a: Args) -> Expr:
     if -1 in sizes:
         rest = int(np.prod([s for s in sizes if s != -1]))
         sizes[sizes.index(-1)] = shape[d] // rest
-    return relay.reshape(x, tuple(shape[:d] + sizes + shape[d + 1:]))
+    return K.reshape(x, tuple(shape[:d] + sizes + shape[d + 1:]))
 
 
 @converter("permute")
 def _permute(cx: Cx, a: Args) -> Expr:
     nd = cx.ndim(a[0])
-    return relay.transpose(a[0], [cx.axis(d, nd) for d in a[1]])
+    return K.transpose(a[0], [cx.axis(d, nd) for d in a[1]])
 
 
 @converter("transpose", "swapaxes", "transpose_")
@@ -1052,13 +1052,13 @@ def _transpose(cx: Cx, a: Args) -> Expr:
     axes = list(range(nd))
     i, j = cx.axis(a[1], nd), cx.axis(a[2], nd)
     axes[i], axes[j] = axes[j], axes[i]
-    return relay.transpose(x, axes)
+    return K.transpose(x, axes)
 
 
 @converter("t", "numpy_T")
 def _t(cx: Cx, a: Args) -> Expr:
     nd = cx.ndim(a[0])
-    return a[0] if nd < 2 else relay.transpose(a[0], list(range(nd))[::-1])
+    return a[0] if nd < 2 else K.transpose(a[0], list(range(nd))[::-1])
 
 
 @converter("contiguous", "clone", "detach", "detach_", "alias", "lift_fresh", "lift_fresh_copy",
@@ -1071,7 +1071,7 @@ def _identity(cx: Cx, a: Args) -> Any:
 @converter("native_dropout")
 def _native_dropout(cx: Cx, a: Args) -> Any:
     x = a[0]
-    return (x, relay.ones(cx.shape(x), "bool"))
+    return (x, K.ones(cx.shape(x), "bool"))
 
 
 @converter("squeeze", "squeeze_")
@@ -1085,7 +1085,7 @@ def _squeeze(cx: Cx, a: Args) -> Expr:
         dims = dim if isinstance(dim, (list, tuple)) else [dim]
         axes = [cx.axis(d, len(shape)) for d in dims]
         axes = [d for d in axes if shape[d] == 1]
-    return relay.squeeze(x, axis=axes) if axes else x
+    return K.squeeze(x, axis=axes) if axes else x
 
 
 @converter("unsqueeze", "unsqueeze_")
@@ -1094,7 +1094,7 @@ def _unsqueeze(cx: Cx, a: Args) -> Expr:
     nd = cx.ndim(x)
     d = int(a[1])
     d = d + nd + 1 if d < 0 else d
-    return relay.expand_dims(x, d)
+    return K.expand_dims(x, d)
 
 
 @converter("expand", "broadcast_to")
@@ -1104,12 +1104,12 @@ def _expand(cx: Cx, a: Args) -> Expr:
     size = [int(cx.value(s)) for s in a[1]]
     lead = len(size) - len(shape)
     out = [s if s != -1 else shape[i - lead] for i, s in enumerate(size)]
-    return x if tuple(out) == shape else relay.broadcast_to(x, tuple(out))
+    return x if tuple(out) == shape else K.broadcast_to(x, tuple(out))
 
 
 @converter("expand_as")
 def _expand_as(cx: Cx, a: Args) -> Expr:
-    return relay.broadcast_to(a[0], cx.shape(a[1]))
+    return K.broadcast_to(a[0], cx.shape(a[1]))
 
 
 @converter("repeat")
@@ -1118,8 +1118,8 @@ def _repeat(cx: Cx, a: Args) -> Expr:
     reps = [int(cx.value(r)) for r in a[1]]
     shape = cx.shape(x)
     if len(reps) > len(shape):
-        x = relay.reshape(x, (1,) * (len(reps) - len(shape)) + shape)
-    return relay.tile(x, reps)
+        x = K.reshape(x, (1,) * (len(reps) - len(shape)) + shape)
+    return K.tile(x, reps)
 
 
 @converter("repeat_interleave")
@@ -1130,8 +1130,8 @@ def _repeat_interleave(cx: Cx, a: Args) -> Expr:
         raise cx.error("repeat_interleave with per-element repeats")
     r = int(np.ravel(r)[0])
     if dim is None:
-        return relay.repeat(relay.reshape(x, (-1,)), r, 0)
-    return relay.repeat(x, r, cx.axis(dim, cx.ndim(x)))
+        return K.repeat(K.reshape(x, (-1,)), r, 0)
+    return K.repeat(x, r, cx.axis(dim, cx.ndim(x)))
 
 
 @converter("cat", "concat", "concatenate")
@@ -1144,7 +1144,7 @@ def _cat(cx: Cx, a: Args) -> Expr:
         if _RANK[cx.dtype(t)] > _RANK[dt]:
             dt = cx.dtype(t)
     ts = [cx.tensor(t, dt) for t in ts]
-    return relay.concatenate(ts, axis=cx.axis(a.get("dim", 0), cx.ndim(ts[0])))
+    return K.concatenate(ts, axis=cx.axis(a.get("dim", 0), cx.ndim(ts[0])))
 
 
 @converter("stack")
@@ -1152,14 +1152,14 @@ def _stack(cx: Cx, a: Args) -> Expr:
     ts = [cx.tensor(t) for t in a[0]]
     nd = cx.ndim(ts[0]) + 1
     d = int(a.get("dim", 0))
-    return relay.stack(ts, axis=d + nd if d < 0 else d)
+    return K.stack(ts, axis=d + nd if d < 0 else d)
 
 
 def _split_at(cx: Cx, x: Expr, sizes: Sequence[int], dim: int) -> list[Expr]:
     if len(sizes) == 1:
         return [x]
     idx = list(np.cumsum(sizes)[:-1].tolist())
-    parts = relay.split(x, idx, axis=dim)
+    parts = K.split(x, idx, axis=dim)
     return [parts[i] for i in range(len(sizes))]
 
 
@@ -1193,7 +1193,7 @@ def _unbind(cx: Cx, a: Args) -> list[Expr]:
     x = a[0]
     dim = cx.axis(a.get("dim", 0), cx.ndim(x))
     parts = _split_at(cx, x, [1] * cx.shape(x)[dim], dim)
-    return [relay.squeeze(p, axis=[dim]) for p in parts]
+    return [K.squeeze(p, axis=[dim]) for p in parts]
 
 
 def _clamp_index(i: Any, n: int, default: int) -> int:
@@ -1217,7 +1217,7 @@ def _slice(cx: Cx, a: Args) -> Expr:
     if start == 0 and end == n and step == 1:
         return x
     end = max(end, start)
-    return relay.strided_slice(x, [start], [end], strides=[step], axes=[dim])
+    return K.strided_slice(x, [start], [end], strides=[step], axes=[dim])
 
 
 @converter("narrow")
@@ -1226,7 +1226,7 @@ def _narrow(cx: Cx, a: Args) -> Expr:
     dim = cx.axis(a[1], cx.ndim(x))
     start = int(cx.value(a[2]))
     start = start + cx.shape(x)[dim] if start < 0 else start
-    return relay.strided_slice(x, [start], [start + int(a[3])], axes=[dim])
+    return K.strided_slice(x, [start], [start + int(a[3])], axes=[dim])
 
 
 @converter("select", "select_copy")
@@ -1238,7 +1238,7 @@ def _select(cx: Cx, a: Args) -> Expr:
     i = i + shape[dim] if i < 0 else i
     if not 0 <= i < shape[dim]:
         raise cx.error(f"index {a[2]} is out of range for dim {dim} of size {shape[dim]}")
-    return relay.squeeze(relay.strided_slice(x, [i], [i + 1], axes=[dim]), axis=[dim])
+    return K.squeeze(K.strided_slice(x, [i], [i + 1], axes=[dim]), axis=[dim])
 
 
 def _index_tensor(cx: Cx, idx: Any, n: int) -> Expr:
@@ -1249,15 +1249,15 @@ def _index_tensor(cx: Cx, idx: Any, n: int) -> Expr:
     if v is not None:
         v = np.asarray(v).astype("int64")
         return Constant(np.where(v < 0, v + n, v))
-    return relay.where(relay.less(idx, Constant(np.asarray(0, cx.dtype(idx)))),
-                       relay.add(idx, Constant(np.asarray(n, cx.dtype(idx)))), idx)
+    return K.where(K.less(idx, Constant(np.asarray(0, cx.dtype(idx)))),
+                       K.add(idx, Constant(np.asarray(n, cx.dtype(idx)))), idx)
 
 
 @converter("index_select")
 def _index_select(cx: Cx, a: Args) -> Expr:
     x = a[0]
     dim = cx.axis(a[1], cx.ndim(x))
-    return relay.take(x, _index_tensor(cx, a[2], cx.shape(x)[dim]), axis=dim)
+    return K.take(x, _index_tensor(cx, a[2], cx.shape(x)[dim]), axis=dim)
 
 
 @converter("index", "_unsafe_index")
@@ -1267,33 +1267,33 @@ def _index(cx: Cx, a: Args) -> Expr:
     if len(used) != 1:
         raise cx.error("advanced indexing with more than one index tensor")
     dim = used[0]
-    return relay.take(x, _index_tensor(cx, indices[dim], cx.shape(x)[dim]), axis=dim)
+    return K.take(x, _index_tensor(cx, indices[dim], cx.shape(x)[dim]), axis=dim)
 
 
 @converter("gather")
 def _gather(cx: Cx, a: Args) -> Expr:
     x = a[0]
     dim = cx.axis(a[1], cx.ndim(x))
-    return relay.gather(x, dim, _index_tensor(cx, a[2], cx.shape(x)[dim]))
+    return K.gather(x, dim, _index_tensor(cx, a[2], cx.shape(x)[dim]))
 
 
 @converter("embedding")
 def _embedding(cx: Cx, a: Args) -> Expr:
     w, idx = a[0], a[1]
-    return relay.take(w, _index_tensor(cx, idx, cx.shape(w)[0]), axis=0)
+    return K.take(w, _index_tensor(cx, idx, cx.shape(w)[0]), axis=0)
 
 
 @converter("flip")
 def _flip(cx: Cx, a: Args) -> Expr:
     x = a[0]
     for d in a[1]:
-        x = relay.reverse(x, cx.axis(d, cx.ndim(a[0])))
+        x = K.reverse(x, cx.axis(d, cx.ndim(a[0])))
     return x
 
 
 @converter("triu", "tril")
 def _trilu(cx: Cx, a: Args) -> Expr:
-    return relay.trilu(a[0], int(a.get("diagonal", 0)), upper=cx.op == "triu")
+    return K.trilu(a[0], int(a.get("diagonal", 0)), upper=cx.op == "triu")
 
 
 # --- dtype casts and creation ----------------------------------------------------------------------
@@ -1314,7 +1314,7 @@ def _to(cx: Cx, a: Args) -> Any:
         return x
     if not isinstance(x, Expr):
         return cx.tensor(x, want)
-    return x if cx.dtype(x) == want else relay.cast(x, want)
+    return x if cx.dtype(x) == want else K.cast(x, want)
 
 
 def _dtype_or(a: Args, default: str) -> str:
@@ -1365,7 +1365,7 @@ def _fill(cx: Cx, a: Args) -> Expr:
     x = a[0]
     v = a[1]
     if isinstance(v, Expr):
-        return relay.broadcast_to(relay.cast(v, cx.dtype(x)), cx.shape(x))
+        return K.broadcast_to(K.cast(v, cx.dtype(x)), cx.shape(x))
     return Constant(np.full(cx.shape(x), v, dtype=cx.dtype(x)))
 
 
@@ -1400,21 +1400,21 @@ def _sdpa(cx: Cx, a: Args) -> Expr:
     lq, e, s = sq[-2], sq[-1], sk[-2]
     if len(sq) >= 3 and sk[-3] != sq[-3]:  # grouped-query attention: repeat the kv heads
         rep = sq[-3] // sk[-3]
-        k = relay.repeat(k, rep, len(sk) - 3)
-        v = relay.repeat(v, rep, len(sv) - 3)
+        k = K.repeat(k, rep, len(sk) - 3)
+        v = K.repeat(v, rep, len(sv) - 3)
         sk, sv = cx.shape(k), cx.shape(v)
     scale = 1.0 / math.sqrt(e) if scale is None else float(scale)
-    scores = matmul(cx, q, relay.transpose(k, [*list(range(len(sk) - 2)), len(sk) - 1, len(sk) - 2]))
-    scores = relay.multiply(scores, _const_like(cx, scale, q))
+    scores = matmul(cx, q, K.transpose(k, [*list(range(len(sk) - 2)), len(sk) - 1, len(sk) - 2]))
+    scores = K.multiply(scores, _const_like(cx, scale, q))
     if causal:
         m = np.triu(np.full((lq, s), -np.inf, dtype=cx.dtype(q)), 1)
-        scores = relay.add(scores, Constant(m))
+        scores = K.add(scores, Constant(m))
     if mask is not None:
         if cx.dtype(mask) == "bool":
-            scores = relay.where(mask, scores, _const_like(cx, -np.inf, q))
+            scores = K.where(mask, scores, _const_like(cx, -np.inf, q))
         else:
-            scores = relay.add(scores, cx.tensor(mask, cx.dtype(q)))
-    p = relay.nn.softmax(scores, axis=-1)
+            scores = K.add(scores, cx.tensor(mask, cx.dtype(q)))
+    p = K.nn.softmax(scores, axis=-1)
     return matmul(cx, p, v)
 
 
@@ -1426,30 +1426,30 @@ def _attention_heads(cx: Cx, q: Expr, k: Expr, v: Expr, heads: int, mask: Any,
     d = e // heads
 
     def split(t: Expr, n: int) -> Expr:
-        return relay.transpose(relay.reshape(t, (b, n, heads, d)), (0, 2, 1, 3))
+        return K.transpose(K.reshape(t, (b, n, heads, d)), (0, 2, 1, 3))
 
     qh, kh, vh = split(q, lq), split(k, s), split(v, s)
-    scores = matmul(cx, qh, relay.transpose(kh, (0, 1, 3, 2)))
-    scores = relay.multiply(scores, _const_like(cx, 1.0 / math.sqrt(d), q))
+    scores = matmul(cx, qh, K.transpose(kh, (0, 1, 3, 2)))
+    scores = K.multiply(scores, _const_like(cx, 1.0 / math.sqrt(d), q))
     if mask is not None:
         m = mask
         if cx.ndim(m) == 2 and cx.shape(m) == (b, s):  # key padding mask
-            m = relay.reshape(m, (b, 1, 1, s))
+            m = K.reshape(m, (b, 1, 1, s))
         if cx.dtype(m) == "bool":
-            scores = relay.where(m, _const_like(cx, -np.inf, q), scores)
+            scores = K.where(m, _const_like(cx, -np.inf, q), scores)
         else:
-            scores = relay.add(scores, cx.tensor(m, cx.dtype(q)))
-    p = relay.nn.softmax(scores, axis=-1)
-    out = relay.reshape(relay.transpose(matmul(cx, p, vh), (0, 2, 1, 3)), (b, lq, e))
+            scores = K.add(scores, cx.tensor(m, cx.dtype(q)))
+    p = K.nn.softmax(scores, axis=-1)
+    out = K.reshape(K.transpose(matmul(cx, p, vh), (0, 2, 1, 3)), (b, lq, e))
     weights = None
     if need_weights:
-        weights = relay.mean(p, axis=[1]) if average else p
+        weights = K.mean(p, axis=[1]) if average else p
     return out, weights
 
 
 def _dense_bias(x: Expr, w: Expr, b: Any) -> Expr:
-    y = relay.nn.dense(x, w)
-    return y if b is None else relay.add(y, b)
+    y = K.nn.dense(x, w)
+    return y if b is None else K.add(y, b)
 
 
 @converter("_native_multi_head_attention")
@@ -1459,8 +1459,8 @@ def _native_mha(cx: Cx, a: Args) -> Any:
     q_in, k_in, v_in = a[0], a[1], a[2]
     e, heads = int(a[3]), int(a[4])
     w, bias = a[5], a[6]
-    ws = [relay.strided_slice(w, [i * e], [(i + 1) * e], axes=[0]) for i in range(3)]
-    bs = [relay.strided_slice(bias, [i * e], [(i + 1) * e], axes=[0]) for i in range(3)]
+    ws = [K.strided_slice(w, [i * e], [(i + 1) * e], axes=[0]) for i in range(3)]
+    bs = [K.strided_slice(bias, [i * e], [(i + 1) * e], axes=[0]) for i in range(3)]
     q, k, v = (_dense_bias(t, wi, bi) for t, wi, bi in zip((q_in, k_in, v_in), ws, bs))
     out, weights = _attention_heads(cx, q, k, v, heads, a[9], bool(a[10]), bool(a[11]))
     out = _dense_bias(out, a[7], a[8])
@@ -1476,22 +1476,22 @@ def _encoder_layer(cx: Cx, a: Args) -> Expr:
     use_gelu, norm_first, eps = bool(a[7]), bool(a[8]), float(a[9])
 
     def norm(t: Expr, i: int) -> Expr:
-        return relay.nn.layer_norm(t, a[10 + 2 * i], a[11 + 2 * i], axis=-1, epsilon=eps)
+        return K.nn.layer_norm(t, a[10 + 2 * i], a[11 + 2 * i], axis=-1, epsilon=eps)
 
     def attention(t: Expr) -> Expr:
-        q, k, v = (relay.split(_dense_bias(t, a[3], a[4]), 3, axis=-1)[i] for i in range(3))
+        q, k, v = (K.split(_dense_bias(t, a[3], a[4]), 3, axis=-1)[i] for i in range(3))
         return _dense_bias(_attention_heads(cx, q, k, v, heads, a[18])[0], a[5], a[6])
 
     def ffn(t: Expr) -> Expr:
         h = _dense_bias(t, a[14], a[15])
-        h = _gelu(cx, Args(["self"], [h], cx.node)) if use_gelu else relay.nn.relu(h)
+        h = _gelu(cx, Args(["self"], [h], cx.node)) if use_gelu else K.nn.relu(h)
         return _dense_bias(h, a[16], a[17])
 
     if norm_first:
-        x = relay.add(x, attention(norm(x, 0)))
-        return relay.add(x, ffn(norm(x, 1)))
-    x = norm(relay.add(x, attention(x)), 0)
-    return norm(relay.add(x, ffn(x)), 1)
+        x = K.add(x, attention(norm(x, 0)))
+        return K.add(x, ffn(norm(x, 1)))
+    x = norm(K.add(x, attention(x)), 0)
+    return norm(K.add(x, ffn(x)), 1)
 
 
 # --- recurrent layers ------------------------------------------------------------------------------
@@ -1500,26 +1500,26 @@ _GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 
 def _rnn_cell(cx: Cx, kind: str, xw: Expr, h: Expr, c: Expr | None, w_hh: Expr,
               b_hh: Expr | None, hidden: int) -> tuple[Expr, Expr | None]:
-    hw = relay.nn.dense(h, w_hh)
+    hw = K.nn.dense(h, w_hh)
     if b_hh is not None:
-        hw = relay.add(hw, b_hh)
+        hw = K.add(hw, b_hh)
     if kind == "lstm":
         assert c is not None
-        gates = relay.split(relay.add(xw, hw), 4, axis=-1)
+        gates = K.split(K.add(xw, hw), 4, axis=-1)
         gi, gf, gg, go = (gates[i] for i in range(4))
-        c = relay.add(relay.multiply(relay.sigmoid(gf), c),
-                      relay.multiply(relay.sigmoid(gi), relay.tanh(gg)))
-        return relay.multiply(relay.sigmoid(go), relay.tanh(c)), c
+        c = K.add(K.multiply(K.sigmoid(gf), c),
+                      K.multiply(K.sigmoid(gi), K.tanh(gg)))
+        return K.multiply(K.sigmoid(go), K.tanh(c)), c
     if kind == "gru":
-        xs = relay.split(xw, 3, axis=-1)
-        hs = relay.split(hw, 3, axis=-1)
-        r = relay.sigmoid(relay.add(xs[0], hs[0]))
-        z = relay.sigmoid(relay.add(xs[1], hs[1]))
-        n = relay.tanh(relay.add(xs[2], relay.multiply(r, hs[2])))
+        xs = K.split(xw, 3, axis=-1)
+        hs = K.split(hw, 3, axis=-1)
+        r = K.sigmoid(K.add(xs[0], hs[0]))
+        z = K.sigmoid(K.add(xs[1], hs[1]))
+        n = K.tanh(K.add(xs[2], K.multiply(r, hs[2])))
         one = Constant(np.asarray(1.0, dtype=cx.dtype(h)))
-        return relay.add(relay.multiply(relay.subtract(one, z), n), relay.multiply(z, h)), None
-    pre = relay.add(xw, hw)
-    return (relay.tanh(pre) if kind == "rnn_tanh" else relay.nn.relu(pre)), None
+        return K.add(K.multiply(K.subtract(one, z), n), K.multiply(z, h)), None
+    pre = K.add(xw, hw)
+    return (K.tanh(pre) if kind == "rnn_tanh" else K.nn.relu(pre)), None
 
 
 @converter("lstm", "gru", "rnn_tanh", "rnn_relu")
@@ -1543,11 +1543,11 @@ def _rnn(cx: Cx, a: Args) -> Any:
         h0_all, c0_all = hx, None
     unbatched = cx.ndim(x) == 2
     if unbatched:
-        x = relay.expand_dims(x, 1)
-        h0_all = relay.expand_dims(h0_all, 1)
-        c0_all = relay.expand_dims(c0_all, 1) if c0_all is not None else None
+        x = K.expand_dims(x, 1)
+        h0_all = K.expand_dims(h0_all, 1)
+        c0_all = K.expand_dims(c0_all, 1) if c0_all is not None else None
     elif batch_first:
-        x = relay.transpose(x, (1, 0, 2))
+        x = K.transpose(x, (1, 0, 2))
     seq, batch = cx.shape(x)[0], cx.shape(x)[1]
     hidden = cx.shape(params[1])[1]
     h_n: list[Expr] = []
@@ -1560,33 +1560,33 @@ def _rnn(cx: Cx, a: Args) -> Any:
             w_ih, w_hh = params[base], params[base + 1]
             b_ih, b_hh = (params[base + 2], params[base + 3]) if has_bias else (None, None)
             idx = layer * dirs + d
-            h = relay.squeeze(relay.strided_slice(h0_all, [idx], [idx + 1], axes=[0]), axis=[0])
-            c = (relay.squeeze(relay.strided_slice(c0_all, [idx], [idx + 1], axes=[0]), axis=[0])
+            h = K.squeeze(K.strided_slice(h0_all, [idx], [idx + 1], axes=[0]), axis=[0])
+            c = (K.squeeze(K.strided_slice(c0_all, [idx], [idx + 1], axes=[0]), axis=[0])
                  if c0_all is not None else None)
-            xw = relay.nn.dense(layer_in, w_ih)  # (seq, batch, gates*hidden)
+            xw = K.nn.dense(layer_in, w_ih)  # (seq, batch, gates*hidden)
             if b_ih is not None:
-                xw = relay.add(xw, b_ih)
-            steps = relay.split(xw, seq, axis=0) if seq > 1 else None
+                xw = K.add(xw, b_ih)
+            steps = K.split(xw, seq, axis=0) if seq > 1 else None
             hs: list[Expr] = [None] * seq  # type: ignore[list-item]
             order = range(seq) if d == 0 else range(seq - 1, -1, -1)
             for t in order:
-                xt = relay.squeeze(steps[t] if steps is not None else xw, axis=[0])
+                xt = K.squeeze(steps[t] if steps is not None else xw, axis=[0])
                 h, c = _rnn_cell(cx, kind, xt, h, c, w_hh, b_hh, hidden)
                 hs[t] = h
-            outs.append(relay.stack(hs, axis=0))
+            outs.append(K.stack(hs, axis=0))
             h_n.append(h)
             if c is not None:
                 c_n.append(c)
-        layer_in = outs[0] if dirs == 1 else relay.concatenate(outs, axis=-1)
+        layer_in = outs[0] if dirs == 1 else K.concatenate(outs, axis=-1)
     out = layer_in
-    hn = relay.stack(h_n, axis=0)
-    cn = relay.stack(c_n, axis=0) if c_n else None
+    hn = K.stack(h_n, axis=0)
+    cn = K.stack(c_n, axis=0) if c_n else None
     if unbatched:
-        out = relay.squeeze(out, axis=[1])
-        hn = relay.squeeze(hn, axis=[1])
-        cn = relay.squeeze(cn, axis=[1]) if cn is not None else None
+        out = K.squeeze(out, axis=[1])
+        hn = K.squeeze(hn, axis=[1])
+        cn = K.squeeze(cn, axis=[1]) if cn is not None else None
     elif batch_first:
-        out = relay.transpose(out, (1, 0, 2))
+        out = K.transpose(out, (1, 0, 2))
     del batch
     return (out, hn, cn) if kind == "lstm" else (out, hn)
 
