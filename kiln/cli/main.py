@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "debug": ("debug", "time every node, dump TVM's debug files, find the layer that diverges"),
     "calibrate": ("calibrate", "save the inputs and outputs of each external-target region"),
     "records": ("records", "show, validate, merge and distill auto-scheduler tuning logs"),
+    "tune": ("tune", "auto-schedule a model's kernels into a tuning log (kiln compile --tuning-log)"),
 }
 
 VERBOSE_HELP = "print stage and per-pass times, and the traceback of an error"
