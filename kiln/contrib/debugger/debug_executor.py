@@ -34,7 +34,7 @@ import numpy as np
 
 from kiln.contrib.debugger.debug_result import DebugResult, ProfileReport, ProfileRow
 from kiln.debug.roofline import machine_peak, roofline, tensor_bytes
-from kiln.errors import KilnError
+from kiln.errors import CompileError, KilnError
 from kiln.runtime.graph_executor import GraphExecutor, GraphModule
 from kiln.runtime.graph_json import GraphJSON
 from kiln.runtime.module import Module
@@ -507,9 +507,16 @@ repeats_to_cooldown
             raise TypeError(f"debug_get_output takes a node index or name, got {type(node).__name__}")
         return self.module.debug_get_output(index, out)
 
-    def _place_on_roofline(self, rows: list[ProfileRow]) -> dict[str, Any]:
-        """Fill the roofline columns of ``rows``; the machine limits used."""
-        peak = machine_peak(self.module.num_threads)
+    def _place_on_roofline(self, rows: list[ProfileRow]) -> dict[str, Any] | None:
+        """Fill the roofline columns of ``rows``; the machine limits used. None (columns left
+        empty) for graphs without FLOP counts (the ``numpy`` target) or without a C compiler to
+        measure the machine with."""
+        if not any(r.flops is not None for r in rows):
+            return None
+        try:
+            peak = machine_peak(self.module.num_threads)
+        except CompileError:
+            return None
         for r in rows:
             place = roofline(r.flops or 0.0, r.bytes, r.mean_us * 1e-6, peak)
             r.gflops, r.gbps = place.gflops, place.gbps
