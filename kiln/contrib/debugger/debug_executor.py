@@ -576,10 +576,15 @@ repeats_to_cooldown
             sources = node.attr("source_names", "") or ""
             in_eids = [ex.graph.entry_id(e) for e in node.inputs]
             flops = node.attr("flops", "")
+            out_bytes = tensor_bytes([ex.graph.shapes[e] for e in eids],
+                                     [ex.graph.entry_dtype(e) for e in eids])
+            # a kernel that only moves data (slice, gather, transpose) reads what it writes;
+            # one that computes reads its inputs whole
+            moved = 2 * out_bytes if flops == "0" else out_bytes + tensor_bytes(
+                [ex.graph.shapes[e] for e in in_eids], [ex.graph.entry_dtype(e) for e in in_eids])
             rows.append(ProfileRow(
                 flops=float(flops) if flops and float(flops) >= 0 else None,
-                bytes=tensor_bytes([ex.graph.shapes[e] for e in (*in_eids, *eids)],
-                                   [ex.graph.entry_dtype(e) for e in (*in_eids, *eids)]),
+                bytes=moved,
                 index=nid, node=node.name, func=node.func_name,
                 source_names=[s for s in sources.split(",") if s],
                 mean_us=float(us.mean()), std_us=float(us.std()), min_us=float(us.min()),

@@ -261,7 +261,8 @@ class ProfileRow:
     flops : float or None
         FLOPs of one run of the kernel (Ansor's estimate; None when the graph does not say).
     bytes : int
-        Bytes of the tensors it reads and writes (each once: the least traffic it can have).
+        Bytes of the tensors it reads and writes, each once (the least traffic it can have); a
+        kernel without arithmetic (a slice, a gather) counts what it writes twice.
     gflops, gbps : float
         Achieved GFLOP/s and GB/s (from the mean time).
     roof_percent : float or None
