@@ -9,9 +9,20 @@ name                    builder                                  GFLOP  inputs
 ``vit_tiny``            ``vit()``, patch 16, dim 192, depth 12   2.51   ``input`` (1,3,224,224)
 ``minilm_l6``           ``bert()``, hidden 384, 6 layers, seq    2.87   ``input_ids``,
                         128                                             ``attention_mask`` (1,128)
+``dbnet_det``           ``dbnet_det()``, 640x640                 5.05   ``input`` (1,3,640,640)
+``crnn_rec``            ``crnn_rec()``, 32x320, 80 steps         1.28   ``input`` (1,3,32,320)
+``yolov8n_det``         ``yolov8n_det()``, 640x640               8.74   ``images`` (1,3,640,640)
+``mobilenet_v3``        ``mobilenet_v3()``, large 1.0, 224x224   0.433  ``input`` (1,3,224,224)
+``conv1d_bilstm``       ``conv1d_bilstm()``, 80 x 200 steps      0.333  ``features`` (1,80,200)
+``tiny_gru_stream``     ``tiny_gru_stream()``, one frame, GRU    1.6e-4 ``x`` (1,1,64),
+                        hidden 128                                      ``h`` (1,1,128)
 ======================  =======================================  =====  =====================
 
-GFLOP counts 2 x the multiply-accumulates of Conv, Gemm and MatMul (``PERFORMANCE.md``); every
+The first five are written node by node (``models_cnn``, ``models_transformer``); the last six
+are PyTorch modules exported by PyTorch's own exporter (``models_real``; they need torch).
+
+GFLOP counts 2 x the multiply-accumulates of Conv, Gemm and MatMul (``PERFORMANCE.md``), and
+of ConvTranspose, LSTM and GRU (:func:`bench.onnx_graph.count_macs`); every
 builder's count is checked against this table by :func:`check_gflop`.
 """
 
@@ -26,6 +37,7 @@ import onnx
 from onnx import helper
 
 from bench.models_cnn import mobilenet_v2, resnet
+from bench.models_real import conv1d_bilstm, crnn_rec, dbnet_det, mobilenet_v3, tiny_gru_stream, yolov8n_det
 from bench.models_transformer import bert, vit
 from bench.onnx_graph import count_gflop
 
@@ -65,6 +77,12 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("mobilenet_v2", mobilenet_v2, 0.60),
         ModelSpec("vit_tiny", vit, 2.51),
         ModelSpec("minilm_l6", bert, 2.87),
+        ModelSpec("dbnet_det", dbnet_det, 5.047),
+        ModelSpec("crnn_rec", crnn_rec, 1.280),
+        ModelSpec("yolov8n_det", yolov8n_det, 8.744),
+        ModelSpec("mobilenet_v3", mobilenet_v3, 0.4332),
+        ModelSpec("conv1d_bilstm", conv1d_bilstm, 0.3334),
+        ModelSpec("tiny_gru_stream", tiny_gru_stream, 0.000156),
     )
 }
 

@@ -118,16 +118,24 @@ class GraphBuilder:
         return model
 
 
+# Further op types counted, keyed in the result only when the model has them (their gate count
+# is in the weights' shapes).
+_EXTRA_OPS = frozenset({"ConvTranspose", "LSTM", "GRU", "RNN"})
+
+
 def _dims(info: onnx.ValueInfoProto) -> tuple[int, ...]:
     return tuple(d.dim_value for d in info.type.tensor_type.shape.dim)
 
 
 def count_macs(model: onnx.ModelProto) -> dict[str, int]:
-    """Multiply-accumulates of every Conv, Gemm and MatMul node, by operator type.
+    """Multiply-accumulates of every Conv, Gemm, MatMul, ConvTranspose, LSTM, GRU and RNN node.
 
     Shapes come from ONNX shape inference, so the count is independent of the builders and of
     Kiln. A Conv costs ``output elements x (input channels / group) x kernel area``; a MatMul
-    ``output elements x K``; a Gemm ``M x N x K``.
+    ``output elements x K``; a Gemm ``M x N x K``; a ConvTranspose ``input elements x (output
+    channels / group) x kernel area``; an LSTM, GRU or RNN ``steps x batch x directions x gates x
+    hidden x (input + hidden)`` (the input and recurrence matrix products; the gates' element-wise
+    work is not counted).
 
     Parameters
     ----------
@@ -137,7 +145,13 @@ def count_macs(model: onnx.ModelProto) -> dict[str, int]:
     Returns
     -------
     dict of str to int
-        ``{"Conv": macs, "MatMul": macs, "Gemm": macs}`` (types absent from the model are 0).
+        ``{"Conv": macs, "MatMul": macs, "Gemm": macs}`` (0 when absent), plus
+        ``"ConvTranspose"``, ``"LSTM"``, ``"GRU"``, ``"RNN"`` for those the model has.
+
+    Raises
+    ------
+    ValueError
+        When shape inference leaves a counted node's data, weight or output shape unknown.
     """
     inferred = shape_inference.infer_shapes(model)
     g = inferred.graph
@@ -145,7 +159,14 @@ def count_macs(model: onnx.ModelProto) -> dict[str, int]:
     shapes.update({t.name: tuple(t.dims) for t in g.initializer})
     macs = {"Conv": 0, "MatMul": 0, "Gemm": 0}
     for n in g.node:
-        if n.op_type not in macs:
+        if n.op_type not in macs and n.op_type not in _EXTRA_OPS:
+            continue
+        unknown = [t for t in (*n.input[:2], n.output[0]) if not all(shapes.get(t, ()))]
+        if unknown:
+            raise ValueError(f"count_macs: shape inference left the shape of {unknown[0]!r} "
+                             f"({n.op_type} node {n.name!r}) unknown")
+        if n.op_type in _EXTRA_OPS:
+            macs[n.op_type] = macs.get(n.op_type, 0) + _extra_macs(n, shapes)
             continue
         out = shapes[n.output[0]]
         if n.op_type == "Conv":
@@ -158,6 +179,17 @@ def count_macs(model: onnx.ModelProto) -> dict[str, int]:
             a_shape = shapes[n.input[0]]
             macs["Gemm"] += math.prod(out) * (a_shape[0] if trans_a else a_shape[1])
     return macs
+
+
+def _extra_macs(n: onnx.NodeProto, shapes: dict[str, tuple[int, ...]]) -> int:
+    """Multiply-accumulates of a ConvTranspose, LSTM, GRU or RNN node."""
+    if n.op_type == "ConvTranspose":  # every input element meets (C_out / group) x kernel weights
+        weight = shapes[n.input[1]]
+        return math.prod(shapes[n.input[0]]) * weight[1] * math.prod(weight[2:])
+    # W (directions, gates x hidden, input) and R (directions, gates x hidden, hidden) are applied
+    # at every step of X, (seq, batch, input) or (batch, seq, input) alike
+    w, r, x = shapes[n.input[1]], shapes[n.input[2]], shapes[n.input[0]]
+    return x[0] * x[1] * w[0] * w[1] * (w[2] + r[2])
 
 
 def count_gflop(model: onnx.ModelProto) -> float:
