@@ -26,6 +26,7 @@ Kiln build writes the graph TVM would:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -245,6 +246,7 @@ class _GraphBuilder:
         self.entry_storage: list[int] = []
         self.refs: dict[int, list[NodeEntry]] = {}
         self.params: dict[str, np.ndarray] = {}
+        self.const_refs: dict[tuple[str, tuple[int, ...], bytes], list[NodeEntry]] = {}
         self.functions: dict[str, Function] = {}
         self.plan = plan_memory(main)
 
@@ -258,9 +260,15 @@ class _GraphBuilder:
 
     def visit(self, expr: Expr) -> None:
         if isinstance(expr, Constant):
-            name = f"p{len(self.params)}"
-            self.params[name] = np.array(expr.value)
-            self.refs[id(expr)] = self.add_node(Node.input(name), expr)
+            # equal constants (a weight repacked once per unrolled step of an RNN) are one param
+            value = np.asarray(expr.value)
+            data = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
+            key = (value.dtype.str, value.shape, hashlib.sha1(data).digest())
+            if key not in self.const_refs:
+                name = f"p{len(self.params)}"
+                self.params[name] = np.array(value)
+                self.const_refs[key] = self.add_node(Node.input(name), expr)
+            self.refs[id(expr)] = self.const_refs[key]
         elif isinstance(expr, Tuple):
             self.refs[id(expr)] = [r for f in expr.fields for r in self.refs[id(f)]]
         elif isinstance(expr, TupleGetItem):

@@ -223,3 +223,31 @@ def test_tuple_inputs_are_rejected():
     mod = InferType()(tvm.IRModule.from_expr(relay.Function([t], relay.TupleGetItem(t, 0))))
     with pytest.raises(KilnError, match="input %t .* must be tensors"):
         graph_codegen(mod["main"])
+
+
+def test_equal_constants_are_one_param() -> None:
+    """An RNN unrolled at import repacks its recurrent weight once per step; the copies are equal
+    and must be stored (and read from cache) once."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((8, 8)).astype("float32")
+    x = relay.var("x", shape=(1, 8))
+    h = x
+    for _ in range(4):  # a distinct Constant object per step, same values
+        h = relay.tanh(relay.nn.dense(h, relay.const(w.copy())))
+    scale = relay.const(np.float32(2.0))
+    mod = tvm.IRModule.from_expr(relay.Function([x], relay.multiply(h, scale)))
+    with tvm.transform.PassContext(opt_level=3):
+        lib = relay.build(mod, target="numpy")
+    params = lib.get_params()
+    weights = [v.numpy() for v in params.values() if v.numpy().size == 64]
+    assert len(weights) == 1, {k: v.shape for k, v in params.items()}
+    xv = rng.standard_normal((1, 8)).astype("float32")
+    want = xv
+    for _ in range(4):
+        want = np.tanh(want @ w.T)
+    from kiln.contrib import graph_executor
+
+    gm = graph_executor.GraphModule(lib["default"](tvm.cpu()))
+    gm.set_input("x", xv)
+    gm.run()
+    np.testing.assert_allclose(gm.get_output(0).numpy(), want * 2, rtol=1e-5)
