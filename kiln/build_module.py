@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -195,7 +195,10 @@ def _make_library(lowered: LoweredGraph, target: Target) -> tuple[Module, dict[s
     """The kernel library, and the tuning coverage when a dispatch context (tuning log) is on."""
     if target.is_native:
         from kiln import progress
-        from kiln.codegen.native import build_native
+        if TYPE_CHECKING:  # kiln.codegen.__getattr__ (lazy) is typed `-> object`
+            from kiln.codegen.native import build_native
+        else:  # looked up through kiln.codegen at run time (tests replace it there)
+            from kiln.codegen import build_native
         from kiln.te.dispatch import TuningLookup
 
         tuning = TuningLookup.from_context(target)

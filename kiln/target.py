@@ -500,7 +500,7 @@ class Target:
             kind, attrs = _parse_string(target)
         else:
             raise TargetError(f"cannot make a target from {type(target).__name__}")
-        self.kind = kind
+        self.kind: TargetKind = kind
         user_keys = "keys" in attrs
         keys = list(attrs.pop("keys", ()))
         if "device" in attrs:

@@ -356,6 +356,7 @@ def _task_tensors(inp: MeasureInput) -> list[Any]:
     task = inp.task
     require = getattr(task, "require_dag", None)
     dag = require() if require is not None else task.compute_dag
+    assert dag is not None, "a task without require_dag() carries its compute DAG"
     return list(dag.tensors)
 
 
@@ -512,7 +513,9 @@ def _reference_outputs(payload: dict[str, Any], arrays: list[Any]) -> list[Any]:
         func = lower(dag, [], name="kiln_reference_kernel")
         so = compile_module(CCodegen(payload["vector_bytes"]).module([func]), "reference")
         ref_arrays = [a.copy() for a in arrays]
-        NativeLibrary(so).kernel(func.name)(*ref_arrays)
+        kernel = NativeLibrary(so).kernel(func.name)
+        assert kernel is not None  # the library is built from this one function
+        kernel(*ref_arrays)
         n_in = payload["n_inputs"]
         _reference_cache[key] = [np.array(a) for a in ref_arrays[n_in:]]
     return _reference_cache[key]

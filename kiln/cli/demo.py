@@ -15,10 +15,14 @@ import time
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kiln.cli._args import positive_int
+
+if TYPE_CHECKING:
+    from kiln.runtime.factory import GraphExecutorFactoryModule
 
 __all__ = ["add_arguments", "data_path", "run"]
 
@@ -150,7 +154,7 @@ def _alternate(module: object, sess: object | None, images: np.ndarray, blocks: 
     return float(np.median(kiln_times)) * 1e3, ort_ms
 
 
-def _print_profile(factory: object, images: np.ndarray) -> None:
+def _print_profile(factory: GraphExecutorFactoryModule, images: np.ndarray) -> None:
     """The three most expensive kernels, from the debug executor's per-node profile."""
     import tempfile
 

@@ -62,6 +62,7 @@ def _graph_description(graph: Any) -> dict[str, Any]:
 
 def describe(path: Path) -> dict[str, Any]:
     """A JSON-able description of a graph JSON file, an exported artifact or a params file."""
+    from kiln.runtime.factory import GraphExecutorFactoryModule
     from kiln.runtime.graph_json import parse_graph_json
     from kiln.runtime.module import load_module
     from kiln.runtime.params import load_param_dict
@@ -72,11 +73,10 @@ def describe(path: Path) -> dict[str, Any]:
     if data.lstrip()[:1] == b"{":
         return {"kind": "graph", **_graph_description(parse_graph_json(data.decode()))}
     lib = load_module(path)
-    graph = getattr(lib, "graph", None)
-    if graph is None:
+    if not isinstance(lib, GraphExecutorFactoryModule):  # a library without a graph
         raise KilnError(f"{path} holds no graph (a bare kernel library)")
     return {"kind": "artifact", "metadata": getattr(lib, "metadata", {}),
-            **_graph_description(graph), "params": _params_table(lib.get_params())}
+            **_graph_description(lib.graph), "params": _params_table(lib.get_params())}
 
 
 def _shape_text(shape: list[int]) -> str:

@@ -441,9 +441,12 @@ class CCodegen:
     def _expand(self, s: For) -> None:
         """Emit an unrolled loop as one copy of its body per iteration (constant indices)."""
         for k in range(s.extent):
-            value = const(k, s.var.dtype)
-            self.stmt(map_stmt_exprs(
-                s.body, lambda e, v=value: self.simp.simplify(substitute(e, {s.var: v}))))
+            binding: dict[Var, PrimExpr] = {s.var: const(k, s.var.dtype)}
+
+            def bind(e: PrimExpr, b: dict[Var, PrimExpr] = binding) -> PrimExpr:
+                return self.simp.simplify(substitute(e, b))
+
+            self.stmt(map_stmt_exprs(s.body, bind))
 
     # --- expressions --------------------------------------------------------------------------
     def cond(self, e: PrimExpr) -> str:

@@ -426,15 +426,15 @@ class VectorBody:
             bits = element_bits(dt)
             return _VVal(self.temp(self.mtype(bits), f"{a} {op} {b}"), "m", "bool", bits)
         if isinstance(e, (E.And, E.Or)):
-            a = self.expr(e.a)
-            bits = a.bits if a.kind == "m" else 32
+            lhs = self.expr(e.a)
+            bits = lhs.bits if lhs.kind == "m" else 32
             op = "&" if isinstance(e, E.And) else "|"
-            code = f"{self.as_mask(a, bits)} {op} {self.as_mask(self.expr(e.b), bits)}"
+            code = f"{self.as_mask(lhs, bits)} {op} {self.as_mask(self.expr(e.b), bits)}"
             return _VVal(self.temp(self.mtype(bits), code), "m", "bool", bits)
         if isinstance(e, E.Not):
-            a = self.expr(e.a)
-            bits = a.bits if a.kind == "m" else 8
-            return _VVal(self.temp(self.mtype(bits), f"~{self.as_mask(a, bits)}"), "m", "bool",
+            arg = self.expr(e.a)
+            bits = arg.bits if arg.kind == "m" else 8
+            return _VVal(self.temp(self.mtype(bits), f"~{self.as_mask(arg, bits)}"), "m", "bool",
                          bits)
         if isinstance(e, E.Select):
             return self._select(e.condition, e.true_value, e.false_value, e.dtype)
@@ -452,12 +452,12 @@ class VectorBody:
             base = substitute(e.index, {self.v: const(0)})
             return _VVal(register_vector(cg, e.buffer, base), "v", e.dtype)
         if coef == 1:
-            base = cg.expr(cg.simp.simplify(substitute(e.index, {self.v: const(0)})))
+            offset = cg.expr(cg.simp.simplify(substitute(e.index, {self.v: const(0)})))
             if self.mask is not None:
-                code = (f"kiln_mload_{self.masked_suffix(e.dtype)}(&{e.buffer.name}[{base}], "
+                code = (f"kiln_mload_{self.masked_suffix(e.dtype)}(&{e.buffer.name}[{offset}], "
                         f"{self.mask_of(e.dtype)})")
             else:
-                code = f"*(const {vt}u*)&{e.buffer.name}[{base}]"
+                code = f"*(const {vt}u*)&{e.buffer.name}[{offset}]"
             return _VVal(self.temp(vt, code), "v", e.dtype)
         return self._lanewise(e)
 

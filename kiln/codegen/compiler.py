@@ -313,12 +313,10 @@ def compile_shared(
             workers = max(1, min(len(c_files) + (blob is not None), usable_cpus()))
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 jobs = [pool.submit(_compile_object, s, o, flags) for s, o in zip(c_files, targets)]
-                if blob is not None:
-                    blob_job = pool.submit(_blob_object, blob, tmp, flags)
-                    jobs.append(blob_job)
+                blob_job = pool.submit(_blob_object, blob, tmp, flags) if blob is not None else None
                 for job in jobs:
                     job.result()
-            if blob is not None:
+            if blob_job is not None:
                 targets.append(blob_job.result())
             _run([*_cc(), *_link_flags(), *map(str, objects + targets), "-o", str(linked),
                   *LINK_LIBS], f"linking {output.name}")

@@ -543,7 +543,7 @@ def _producers(graph: Any, functions: Mapping[str, Any] | None, layouts: list[st
         own = isinstance(fn, Function) and {
             s for n in post_order(fn.body) if isinstance(n, Call) for s in n.source_names
         } <= set(listed)
-        if own:
+        if isinstance(fn, Function) and own:
             # structurally equal fused functions share one kernel: its Function may be another
             # node's, with other source names; it is used only when its names are this node's
             param_layouts = [layouts[graph.entry_id(e)] for e in node.inputs]

@@ -391,16 +391,17 @@ class _Importer(ImportState):
         body: onnx.GraphProto = ctx.attrs["body"]
         m = int(ctx.attrs["num_scan_inputs"])
         batched = ctx.opset < 9
-        inputs = list(ctx.inputs)
+        given = list(ctx.inputs)
         if batched:
-            if inputs and inputs[0] is not None:
+            if given and given[0] is not None:
                 raise ctx.unsupported("Scan-8 with sequence_lens (per-row lengths are dynamic)")
-            inputs = inputs[1:]
-        n = len(inputs) - m
+            given = given[1:]
+        n = len(given) - m
         k = len(body.output) - n
-        if n < 0 or k < 0 or len(body.input) != n + m or any(x is None for x in inputs):
-            raise ctx.error(f"Scan with {len(inputs)} inputs, num_scan_inputs={m} and a body of "
+        if n < 0 or k < 0 or len(body.input) != n + m or any(x is None for x in given):
+            raise ctx.error(f"Scan with {len(given)} inputs, num_scan_inputs={m} and a body of "
                             f"{len(body.input)} inputs and {len(body.output)} outputs is malformed")
+        inputs = [x for x in given if x is not None]  # all of them (checked above)
         body_scope = _Scope(scope)
         self.bind_initializers(body, body_scope)
 
@@ -419,6 +420,7 @@ class _Importer(ImportState):
                           for x, a, d in zip(scans, in_axes, in_dirs)]
                 step_scope = _Scope(body_scope)
                 for vi, value in zip(body.input, [*states, *self.finish(slices, source)]):
+                    assert value is not None  # finish keeps every (present) slice
                     step_scope.values[vi.name] = value
                 outs = self.convert_graph(body, step_scope, f"{prefix}step{t}/", ctx.opset,
                                           bind=False)
@@ -465,12 +467,13 @@ class _Importer(ImportState):
         limit = int(np.asarray(trip).reshape(-1)[0]) if trip is not None else None
         if limit is not None and limit > MAX_UNROLL:
             raise ctx.unsupported(f"Loop of {limit} iterations (Kiln unrolls at most {MAX_UNROLL})")
-        states = list(ctx.inputs[2:])
-        n = len(states)
+        carried = list(ctx.inputs[2:])
+        n = len(carried)
         k = len(body.output) - 1 - n
-        if k < 0 or len(body.input) != 2 + n or any(x is None for x in states):
+        if k < 0 or len(body.input) != 2 + n or any(x is None for x in carried):
             raise ctx.error(f"Loop with {n} carried values and a body of {len(body.input)} inputs "
                             f"and {len(body.output)} outputs is malformed")
+        states = [x for x in carried if x is not None]  # all of them (checked above)
         body_scope = _Scope(scope)
         self.bind_initializers(body, body_scope)
         collected: list[list[Expr]] = [[] for _ in range(k)]

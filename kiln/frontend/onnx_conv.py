@@ -277,7 +277,7 @@ def _col2im(ctx: NodeContext) -> Expr:
     flat = np.ravel_multi_index(tuple(where[..., i] for i in range(nd)), padded)  # (k, cols)
     size = int(np.prod(padded))
     index = (np.arange(c)[:, None, None] * size + flat[None]).reshape(1, -1)
-    out = tf.scatter_elements(const(np.zeros((n, c * size)), ctx.dtype(x)),
+    out: Expr = tf.scatter_elements(const(np.zeros((n, c * size)), ctx.dtype(x)),
                               const(np.broadcast_to(index, (n, index.shape[1])).copy()),
                               reshape_to(ctx, x, (n, ck * cols)), axis=1, reduction="add")
     out = reshape_to(ctx, out, (n, c, *padded))

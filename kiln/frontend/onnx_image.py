@@ -20,6 +20,7 @@ laid out as ``(N * spatial, C)``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -288,6 +289,9 @@ def _blend(ctx: NodeContext, x: Expr, req: _Request, changed: list[int]) -> Expr
 def _resize(ctx: NodeContext) -> Expr:
     x = ctx.input(0)
     shape = ctx.shape(x)
+    scales_in: np.ndarray | None
+    sizes_in: np.ndarray | None
+    roi_in: np.ndarray | None
     if ctx.opset < 11:
         scales_in, sizes_in, roi_in = ctx.const_input(1, "scales"), None, None
     else:
@@ -453,6 +457,7 @@ def _grid_taps(ctx: NodeContext, coord: Expr, mode: str, padding: str, size: int
     def f(v: float) -> Expr:
         return const(v, dtype)
 
+    weights: Sequence[Expr | None]
     if mode == "nearest":
         positions, weights = [coord], [None]
     else:
@@ -461,9 +466,9 @@ def _grid_taps(ctx: NodeContext, coord: Expr, mode: str, padding: str, size: int
         offsets = (0, 1) if mode == "linear" else (-1, 0, 1, 2)
         positions = [ew.add(left, f(o)) for o in offsets]
         weights = [ew.subtract(f(1), t), t] if mode == "linear" else _cubic_weights(ctx, t)
-    taps = []
+    taps: list[tuple[Expr, Expr]] = []
     for pos, w in zip(positions, weights):
-        weight = w if w is not None else const(np.ones(ctx.shape(pos)), dtype)
+        weight: Expr = w if w is not None else const(np.ones(ctx.shape(pos)), dtype)
         if padding == "zeros":
             valid = ew.logical_and(ew.greater_equal(pos, f(0)), ew.less(pos, f(size)))
             weight = ew.where(valid, weight, f(0))

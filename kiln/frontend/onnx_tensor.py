@@ -321,8 +321,8 @@ def _index_first(ctx: NodeContext, data: Expr, idx: Expr, batch_dims: int) -> Ex
     dims = np.array(shape[batch_dims:batch_dims + m], dtype=np_dtype(ctx.dtype(idx)))
     value = ctx.value(idx)
     if value is not None:
-        fixed = np.where(value < 0, value + dims, value)
-        return const(np.moveaxis(fixed, -1, 0).copy(), ctx.dtype(idx))
+        wrapped = np.where(value < 0, value + dims, value)
+        return const(np.moveaxis(wrapped, -1, 0).copy(), ctx.dtype(idx))
     fixed = ew.where(ew.less(idx, const(0, ctx.dtype(idx))), ew.add(idx, const(dims)), idx)
     rank = len(ishape)
     return _tf().transpose(fixed, axes=[rank - 1, *range(rank - 1)])
@@ -430,7 +430,7 @@ def _pad(ctx: NodeContext) -> Expr:
     mode = ctx.attr("mode", "constant")
     if ctx.opset < 11:
         pads = [int(p) for p in ctx.attr("pads", ctx.attr("paddings", [0] * 2 * rank))]
-        value = float(ctx.attr("value", 0.0))
+        value: Expr | float = float(ctx.attr("value", 0.0))
         axes = list(range(rank))
     else:
         pads = ctx.ints(1, "pads")

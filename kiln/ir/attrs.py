@@ -9,8 +9,8 @@ text printer shows only what differs from them. Function attributes (``Compiler`
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform
 
 import numpy as np
 
@@ -92,10 +92,11 @@ class Attrs:
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
 
 
-A = TypeVar("A", bound=type)
+_C = TypeVar("_C", bound=Attrs)
 
 
-def attrs_class(type_key: str, always_print: tuple[str, ...] = ()) -> Any:
+@dataclass_transform(frozen_default=True)
+def attrs_class(type_key: str, always_print: tuple[str, ...] = ()) -> Callable[[type[_C]], type[_C]]:
     """Class decorator turning an :class:`Attrs` subclass into a frozen dataclass.
 
     Parameters
@@ -106,9 +107,9 @@ def attrs_class(type_key: str, always_print: tuple[str, ...] = ()) -> Any:
         Fields the text printer shows even at their default value.
     """
 
-    def wrap(cls: A) -> A:
-        cls.type_key = type_key  # type: ignore[attr-defined]
-        cls.always_print = always_print  # type: ignore[attr-defined]
+    def wrap(cls: type[_C]) -> type[_C]:
+        cls.type_key = type_key
+        cls.always_print = always_print
         return dataclasses.dataclass(frozen=True)(cls)
 
     return wrap

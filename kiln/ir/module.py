@@ -15,6 +15,9 @@ from kiln.ir.expr import Expr, Function, GlobalVar
 
 __all__ = ["IRModule"]
 
+# the functions a module starts with, keyed by GlobalVar or by name (dicts are invariant in the key)
+FunctionMap = Mapping[GlobalVar, Function] | Mapping[str, Function] | Mapping[GlobalVar | str, Function]
+
 
 class IRModule:
     """A collection of global functions.
@@ -34,7 +37,7 @@ class IRModule:
 
     def __init__(
         self,
-        functions: Mapping[GlobalVar | str, Function] | None = None,
+        functions: FunctionMap | None = None,
         type_definitions: Any = None,
         attrs: Mapping[str, Any] | None = None,
     ):
@@ -124,7 +127,7 @@ class IRModule:
     @staticmethod
     def from_expr(
         expr: Expr,
-        functions: Mapping[GlobalVar | str, Function] | None = None,
+        functions: FunctionMap | None = None,
         type_defs: Any = None,
     ) -> IRModule:
         """A module whose ``main`` is ``expr`` (wrapped in a function of its free variables)."""

@@ -113,8 +113,8 @@ def _compare(a: Any, b: Any, map_free_vars: bool) -> None:
                 bind(p, q, path)
             stack.append((x.body, y.body, f"{path}/body"))
         elif isinstance(x, If):
-            for i, (p, q) in enumerate(zip(children(x), children(y))):
-                stack.append((p, q, f"{path}/if[{i}]"))
+            for i, (cx, cy) in enumerate(zip(children(x), children(y))):
+                stack.append((cx, cy, f"{path}/if[{i}]"))
         elif isinstance(x, Let):
             bind(x.var, y.var, path)
             stack.append((x.body, y.body, f"{path}/let.body"))

@@ -21,6 +21,7 @@ __all__ = [
     "is_float",
     "is_int",
     "np_dtype",
+    "tensor_of",
 ]
 
 # Relay dtype name -> NumPy dtype. "bool" is relay's 1-bit boolean (uint1 in graph JSON).
@@ -112,6 +113,23 @@ class TensorType(Type):
             return self.dtype
         dims = ", ".join(str(d) for d in self.shape)
         return f"Tensor[({dims}), {self.dtype}]"
+
+
+def tensor_of(ty: Type) -> TensorType:
+    """``ty`` narrowed to a :class:`TensorType` (e.g. the result type of a single-output op).
+
+    Parameters
+    ----------
+    ty : Type
+        A type known to be a tensor type.
+
+    Returns
+    -------
+    TensorType
+        ``ty`` itself.
+    """
+    assert isinstance(ty, TensorType), f"expected a tensor type, got {ty}"
+    return ty
 
 
 @dataclass(frozen=True, slots=True)

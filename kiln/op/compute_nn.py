@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import prod
-from typing import Any
+from typing import Any, TypeVar
 
 from kiln import te
 from kiln.ir.types import Type
@@ -162,7 +162,10 @@ def _insert(i: Index, axis: int, value: PrimExpr) -> Index:
     return (*i[:axis], value, *i[axis:])
 
 
-def _drop(i: Index, axis: int) -> Index:
+_T = TypeVar("_T")
+
+
+def _drop(i: tuple[_T, ...], axis: int) -> tuple[_T, ...]:
     return (*i[:axis], *i[axis + 1:])
 
 

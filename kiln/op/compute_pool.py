@@ -197,9 +197,15 @@ def _adaptive_compute(name: str, nsp: int, mode: str, is_global: bool) -> Comput
             n, m = x.shape[a], sizes[k]
             bounds = [((i * n) // m, -((-(i + 1) * n) // m)) for i in range(m)]
             widths = [e - s for s, e in bounds]
-            starts.append(lambda i, n=n, m=m: te.floordiv(i * n, m))
-            lengths.append(lambda i, n=n, m=m: te.floordiv((i + 1) * n + (m - 1), m)
-                           - te.floordiv(i * n, m))
+
+            def start(i: PrimExpr, n: int = n, m: int = m) -> PrimExpr:
+                return te.floordiv(i * n, m)
+
+            def length(i: PrimExpr, n: int = n, m: int = m) -> PrimExpr:
+                return te.floordiv((i + 1) * n + (m - 1), m) - te.floordiv(i * n, m)
+
+            starts.append(start)
+            lengths.append(length)
             taps.append(te.reduce_axis((0, max(widths)), name=f"rv{k}"))
             widest.append(max(widths))
             conds_needed.append(len(set(widths)) > 1)

@@ -15,7 +15,7 @@ import numpy as np
 from kiln.errors import KilnTypeError
 from kiln.ir.attrs import Attrs, attrs_class
 from kiln.ir.expr import Call, Expr, _to_expr
-from kiln.ir.types import TensorType, Type, as_dtype, is_float, is_int, np_dtype
+from kiln.ir.types import TensorType, Type, as_dtype, is_float, is_int, np_dtype, tensor_of
 from kiln.op.registry import (
     OpPattern,
     broadcast_shapes,
@@ -207,10 +207,10 @@ def _register_binary(name: str, ref: _BinaryRef, kind: str, rule: str) -> None:
 _FOLD_SCALE = {"add": "add", "subtract": "add", "multiply": "multiply"}
 
 
-for _name, (_ref, _kind, _rule) in UNARY_OPS.items():
-    _register_unary(_name, _ref, _kind, _rule)
-for _name, (_ref, _kind, _rule) in BINARY_OPS.items():
-    _register_binary(_name, _ref, _kind, _rule)
+for _name, (_uref, _kind, _rule) in UNARY_OPS.items():
+    _register_unary(_name, _uref, _kind, _rule)
+for _name, (_bref, _kind, _rule) in BINARY_OPS.items():
+    _register_binary(_name, _bref, _kind, _rule)
 
 
 # --- clip, cast, where -----------------------------------------------------------------------
@@ -292,7 +292,7 @@ def _cast_like_rel(types: list[Type], attrs: Any) -> Type:
 
 
 register_op("cast_like", num_inputs=2, type_rel=_cast_like_rel,
-            reference=lambda args, attrs, out: _cast_array(args[0], out.dtype),
+            reference=lambda args, attrs, out: _cast_array(args[0], tensor_of(out).dtype),
             pattern=OpPattern.ELEMWISE, doc="convert to the dtype of another tensor")
 
 

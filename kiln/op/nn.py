@@ -16,7 +16,7 @@ import numpy as np
 from kiln.errors import KilnTypeError
 from kiln.ir.attrs import Attrs, attrs_class
 from kiln.ir.expr import Call, Expr, TupleGetItem, TupleWrapper
-from kiln.ir.types import TensorType, TupleType, Type, as_dtype, is_float, is_int
+from kiln.ir.types import TensorType, TupleType, Type, as_dtype, is_float, is_int, tensor_of
 from kiln.op.nn_common import acc_dtype, along_axis, check_operand_dtypes, to_out
 from kiln.op.nn_norm import batch_norm, group_norm, instance_norm, l2_normalize, layer_norm, lrn
 from kiln.op.nn_spatial import depth_to_space, pad, space_to_depth, upsampling, upsampling3d
@@ -350,7 +350,7 @@ def _batch_flatten_rel(types: list[Type], attrs: Any) -> Type:
 
 
 register_op("nn.batch_flatten", num_inputs=1, type_rel=_batch_flatten_rel,
-            reference=lambda args, attrs, out: args[0].reshape(out.shape).copy(),
+            reference=lambda args, attrs, out: args[0].reshape(tensor_of(out).shape).copy(),
             pattern=OpPattern.INJECTIVE, doc="reshape to (batch, everything else)")
 
 

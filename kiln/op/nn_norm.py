@@ -6,7 +6,7 @@ variance, as TVM and ONNX do; kernels compute in float64 and cast back.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -224,7 +224,8 @@ def _lrn_ref(args: list[np.ndarray], attrs: LRNAttrs, out_type: Type) -> np.ndar
     before, after = (attrs.size - 1) // 2, attrs.size // 2
     sq = np.moveaxis(x * x, axis, 0)
     padded = np.pad(sq, [(before, after)] + [(0, 0)] * (x.ndim - 1))
-    window = sum(padded[i:i + sq.shape[0]] for i in range(attrs.size))
+    # size >= 1 (checked by the type relation): the sum is an array, never the int start value
+    window = cast(np.ndarray, sum(padded[i:i + sq.shape[0]] for i in range(attrs.size)))
     denom = (attrs.bias + attrs.alpha * np.moveaxis(window, 0, axis) / attrs.size) ** attrs.beta
     return to_out(x / denom, out_type)
 

@@ -6,7 +6,7 @@ scale factor (TVM lowers them to ``image.resize2d``/``resize3d``); they share th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -31,7 +31,8 @@ class PadAttrs(Attrs):
     pad_mode: str = "constant"
 
 
-_PAD_MODES = {"constant": "constant", "edge": "edge", "reflect": "reflect"}
+_PAD_MODES: dict[str, Literal["constant", "edge", "reflect"]] = {
+    "constant": "constant", "edge": "edge", "reflect": "reflect"}
 
 
 def _pad_rel(types: list[Type], attrs: PadAttrs) -> Type:

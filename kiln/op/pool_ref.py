@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from types import EllipsisType
 
 import numpy as np
 
@@ -29,7 +30,7 @@ def _lowest(dtype: np.dtype) -> float | int:
     return int(np.iinfo(dtype).min)
 
 
-def _divide(total: np.ndarray, count: np.ndarray) -> np.ndarray:
+def _divide(total: np.ndarray, count: np.ndarray | np.integer) -> np.ndarray:
     if total.dtype.kind == "f":
         return total / count
     quotient = np.abs(total) // count
@@ -92,9 +93,10 @@ def pool_nd(
     xp = np.pad(x.astype(acc), [(0, 0)] * lead + pads, constant_values=fill)
     out: np.ndarray | None = None
     for tap in itertools.product(*(range(k) for k in kernel)):
-        sl = tuple(slice(t * d, t * d + (o - 1) * s + 1, s)
-                   for t, d, s, o in zip(tap, dilation, strides, out_sizes))
-        window = xp[(Ellipsis, *sl)]
+        sl: tuple[EllipsisType | slice, ...] = (Ellipsis, *(
+            slice(t * d, t * d + (o - 1) * s + 1, s)
+            for t, d, s, o in zip(tap, dilation, strides, out_sizes)))
+        window = xp[sl]
         if out is None:
             out = window.copy()
         elif mode == "max":
@@ -143,12 +145,15 @@ def adaptive_pool_nd(data: np.ndarray, axes: Sequence[int], out_sizes: Sequence[
     ranges = [[((i * n) // m, -((-(i + 1) * n) // m)) for i in range(m)]
               for n, m in zip(x.shape[lead:], out_sizes)]
     for idx in itertools.product(*(range(m) for m in out_sizes)):
-        region = x[(Ellipsis, *(slice(*ranges[a][i]) for a, i in enumerate(idx)))]
+        cover: tuple[EllipsisType | slice, ...] = (
+            Ellipsis, *(slice(*ranges[a][i]) for a, i in enumerate(idx)))
+        region = x[cover]
         flat = region.reshape((*region.shape[:lead], -1)).astype(acc)
+        at: tuple[EllipsisType | int, ...] = (Ellipsis, *idx)
         if mode == "max":
-            out[(Ellipsis, *idx)] = flat.max(axis=-1)
+            out[at] = flat.max(axis=-1)
         else:
-            out[(Ellipsis, *idx)] = _divide(flat.sum(axis=-1), np.int64(flat.shape[-1]))
+            out[at] = _divide(flat.sum(axis=-1), np.int64(flat.shape[-1]))
     out = np.moveaxis(out, list(range(lead, out.ndim)), list(axes))
     with np.errstate(all="ignore"):
         return out.astype(data.dtype)

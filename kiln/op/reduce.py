@@ -26,7 +26,7 @@ from kiln.errors import KilnTypeError
 from kiln.ir.attrs import Attrs, attrs_class
 from kiln.ir.expr import Call, Expr, Tuple, TupleWrapper
 from kiln.ir.types import TensorType, Type
-from kiln.op.elemwise import add, exp, log, sqrt, subtract
+from kiln.op import elemwise as _elemwise  # builders made from tables: typed as module attributes
 from kiln.op.registry import OpPattern, broadcast_shapes, make_call, register_op, tensor_arg
 from kiln.op.transform import squeeze
 from kiln.op.transform_common import as_result, check_dtype_kind, optional_axes, reduce_axes
@@ -524,7 +524,7 @@ def std(data: Expr, axis: Any = None, keepdims: bool = False, exclude: bool = Fa
     """
     axes = optional_axes(axis, "std")
     m = mean(data, axes, True, exclude)
-    return sqrt(_variance_call(data, m, axes, keepdims, exclude, unbiased))
+    return _elemwise.sqrt(_variance_call(data, m, axes, keepdims, exclude, unbiased))
 
 
 def _drop_reduced(m: Expr, data: Expr, axes: tuple[int, ...] | None, exclude: bool) -> Expr:
@@ -552,7 +552,7 @@ def mean_variance(data: Expr, axis: Any = None, keepdims: bool = False, exclude:
         ``(mean, variance)``.
     """
     axes = optional_axes(axis, "mean_variance")
-    m = mean(data, axes, True, exclude)
+    m: Expr = mean(data, axes, True, exclude)
     var = _variance_call(data, m, axes, keepdims, exclude, unbiased)
     if not keepdims:
         m = _drop_reduced(m, data, axes, exclude)
@@ -575,8 +575,8 @@ def mean_std(data: Expr, axis: Any = None, keepdims: bool = False, exclude: bool
         ``(mean, std)`` (biased standard deviation).
     """
     axes = optional_axes(axis, "mean_std")
-    m = mean(data, axes, True, exclude)
-    s = sqrt(_variance_call(data, m, axes, keepdims, exclude, False))
+    m: Expr = mean(data, axes, True, exclude)
+    s = _elemwise.sqrt(_variance_call(data, m, axes, keepdims, exclude, False))
     if not keepdims:
         m = _drop_reduced(m, data, axes, exclude)
     return TupleWrapper(Tuple([m, s]), 2)
@@ -602,8 +602,8 @@ def logsumexp(data: Expr, axis: Any = None, keepdims: bool = False) -> Expr:
     """
     axes = optional_axes(axis, "logsumexp")
     max_x = max(data, axes, True)
-    sum_x = sum(exp(subtract(data, max_x)), axes, True)
-    out = add(log(sum_x), max_x)
+    sum_x = sum(_elemwise.exp(_elemwise.subtract(data, max_x)), axes, True)
+    out = _elemwise.add(_elemwise.log(sum_x), max_x)
     return out if keepdims else squeeze(out, list(axes) if axes else None)
 
 from kiln.op import compute_reduce  # noqa: E402,F401  (attaches TE computes)

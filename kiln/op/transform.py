@@ -22,7 +22,7 @@ import numpy as np
 from kiln.errors import KilnTypeError
 from kiln.ir.attrs import Attrs, attrs_class
 from kiln.ir.expr import Call, Expr, TupleWrapper
-from kiln.ir.types import TensorType, TupleType, Type
+from kiln.ir.types import TensorType, TupleType, Type, tensor_of
 from kiln.op import transform_fill, transform_index, transform_layout, transform_math, transform_scatter
 from kiln.op.registry import OpPattern, make_call, register_op, tensor_arg, tuple_arg
 from kiln.op.transform_common import as_result, const_int, const_ints, optional_axes, tuple_expr
@@ -172,7 +172,7 @@ def _reshape_rel(types: list[Type], attrs: ReshapeAttrs) -> Type:
 
 
 register_op("reshape", num_inputs=1, type_rel=_reshape_rel,
-            reference=lambda args, attrs, out: np.reshape(args[0], out.shape),
+            reference=lambda args, attrs, out: np.reshape(args[0], tensor_of(out).shape),
             pattern=OpPattern.INJECTIVE, attrs_type=ReshapeAttrs, doc="change the shape")
 
 
@@ -230,7 +230,7 @@ def _reshape_like_rel(types: list[Type], attrs: ReshapeLikeAttrs) -> Type:
 
 
 register_op("reshape_like", num_inputs=2, type_rel=_reshape_like_rel,
-            reference=lambda args, attrs, out: np.reshape(args[0], out.shape),
+            reference=lambda args, attrs, out: np.reshape(args[0], tensor_of(out).shape),
             pattern=OpPattern.INJECTIVE, attrs_type=ReshapeLikeAttrs,
             doc="reshape to (part of) another tensor's shape")
 
@@ -341,7 +341,7 @@ def _squeeze_rel(types: list[Type], attrs: SqueezeAttrs) -> Type:
 
 
 register_op("squeeze", num_inputs=1, type_rel=_squeeze_rel,
-            reference=lambda args, attrs, out: np.reshape(args[0], out.shape),
+            reference=lambda args, attrs, out: np.reshape(args[0], tensor_of(out).shape),
             pattern=OpPattern.INJECTIVE, attrs_type=SqueezeAttrs, doc="remove axes of size 1")
 
 
@@ -385,7 +385,7 @@ def _expand_dims_rel(types: list[Type], attrs: ExpandDimsAttrs) -> Type:
 
 
 register_op("expand_dims", num_inputs=1, type_rel=_expand_dims_rel,
-            reference=lambda args, attrs, out: np.reshape(args[0], out.shape),
+            reference=lambda args, attrs, out: np.reshape(args[0], tensor_of(out).shape),
             pattern=OpPattern.BROADCAST, attrs_type=ExpandDimsAttrs, doc="insert axes of size 1")
 
 
@@ -497,7 +497,7 @@ def _stack_rel(types: list[Type], attrs: StackAttrs) -> Type:
 
 
 register_op("stack", num_inputs=1, type_rel=_stack_rel,
-            reference=lambda args, attrs, out: as_result(out, np.stack(args[0], axis=attrs.axis)),
+            reference=lambda args, attrs, out: as_result(out, np.stack(list(args[0]), axis=attrs.axis)),
             pattern=OpPattern.INJECTIVE, attrs_type=StackAttrs,
             doc="join a tuple of tensors along a new axis")
 
@@ -584,8 +584,8 @@ def split(data: Expr, indices_or_sections: Any, axis: int = 0) -> TupleWrapper:
         The parts (``split(...)[i]`` is part ``i``).
     """
     if isinstance(indices_or_sections, (int, np.integer)):
-        spec: int | tuple[int, ...] = int(indices_or_sections)
-        size = spec
+        size = int(indices_or_sections)
+        spec: int | tuple[int, ...] = size
     else:
         spec = const_ints(indices_or_sections, "split", "indices_or_sections")
         size = len(spec) + 1

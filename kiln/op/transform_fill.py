@@ -16,7 +16,7 @@ import numpy as np
 from kiln.errors import KilnTypeError
 from kiln.ir.attrs import Attrs, attrs_class
 from kiln.ir.expr import Call, Expr, Tuple, TupleWrapper, _to_expr, const
-from kiln.ir.types import TensorType, TupleType, Type, as_dtype, is_int, np_dtype
+from kiln.ir.types import TensorType, TupleType, Type, as_dtype, is_int, np_dtype, tensor_of
 from kiln.op.registry import OpPattern, broadcast_shapes, make_call, register_op, tensor_arg, tuple_arg
 from kiln.op.transform_common import as_result, const_int, const_ints, const_number, tuple_expr
 
@@ -348,7 +348,8 @@ def _arange_rel(types: list[Type], attrs: ArangeAttrs) -> Type:
 
 
 def _arange_ref(args: list[np.ndarray], attrs: ArangeAttrs, out: Type) -> np.ndarray:
-    i = np.arange(_arange_length(attrs), dtype=np.float64 if isinstance(attrs.step, float) else np.int64)
+    dtype = np.float64 if isinstance(attrs.step, float) else np.int64
+    i: np.ndarray = np.arange(_arange_length(attrs), dtype=dtype)
     return as_result(out, attrs.start + attrs.step * i)
 
 
@@ -434,10 +435,10 @@ def _init_rel(types: list[Type], attrs: InitOpAttrs) -> Type:
 
 
 register_op("zeros", num_inputs=0, type_rel=_init_rel,
-            reference=lambda args, attrs, out: np.zeros(out.shape, np_dtype(out.dtype)),
+            reference=lambda args, attrs, out: np.zeros(tensor_of(out).shape, np_dtype(tensor_of(out).dtype)),
             pattern=OpPattern.ELEMWISE, attrs_type=InitOpAttrs, doc="a tensor of zeros")
 register_op("ones", num_inputs=0, type_rel=_init_rel,
-            reference=lambda args, attrs, out: np.ones(out.shape, np_dtype(out.dtype)),
+            reference=lambda args, attrs, out: np.ones(tensor_of(out).shape, np_dtype(tensor_of(out).dtype)),
             pattern=OpPattern.ELEMWISE, attrs_type=InitOpAttrs, doc="a tensor of ones")
 
 

@@ -16,6 +16,7 @@ Index conventions (the reference kernels define them; compiled kernels must agre
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from math import prod
 from typing import Any
 
@@ -24,7 +25,7 @@ import numpy as np
 from kiln.errors import KilnError, KilnTypeError
 from kiln.ir.attrs import Attrs, attrs_class
 from kiln.ir.expr import Call, Expr, _to_expr, const
-from kiln.ir.types import TensorType, Type, as_dtype
+from kiln.ir.types import TensorType, Type, as_dtype, tensor_of
 from kiln.op.registry import OpPattern, make_call, register_op, tensor_arg
 from kiln.op.transform_common import (
     as_result,
@@ -208,7 +209,7 @@ def _slice_like_rel(types: list[Type], attrs: SliceLikeAttrs) -> Type:
 
 
 register_op("slice_like", num_inputs=2, type_rel=_slice_like_rel,
-            reference=lambda args, attrs, out: args[0][tuple(slice(0, d) for d in out.shape)],
+            reference=lambda args, attrs, out: args[0][tuple(slice(0, d) for d in tensor_of(out).shape)],
             pattern=OpPattern.INJECTIVE, attrs_type=SliceLikeAttrs,
             doc="slice to the shape of another tensor")
 
@@ -297,7 +298,8 @@ def _take_ref(args: list[np.ndarray], attrs: TakeAttrs, out: Type) -> np.ndarray
     xb = x.reshape((groups, *x.shape[batch:]))
     ib = idx.reshape((groups, *idx.shape[batch:]))
     parts = [np.take(xb[g], ib[g], axis=axis - batch) for g in range(groups)]
-    return as_result(out, np.stack(parts).reshape(out.shape) if parts else np.zeros(out.shape))
+    shape = tensor_of(out).shape
+    return as_result(out, np.stack(parts).reshape(shape) if parts else np.zeros(shape))
 
 
 register_op("take", num_inputs=2, type_rel=_take_rel, reference=_take_ref,
@@ -370,13 +372,14 @@ def element_index(idx: np.ndarray, axis: int) -> tuple[np.ndarray, ...]:
     tuple of numpy.ndarray
         Broadcastable index arrays, one per axis.
     """
-    grid = list(np.indices(idx.shape, sparse=True))
+    grid: list[np.ndarray] = list(np.indices(idx.shape, sparse=True))
     grid[axis] = idx
     return tuple(grid)
 
 
 def _gather_ref(args: list[np.ndarray], attrs: GatherAttrs, out: Type) -> np.ndarray:
     x, idx = args
+    assert attrs.axis is not None  # _gather_rel rejects a missing axis
     axis = attrs.axis % x.ndim
     idx = wrap_negative("gather", idx, x.shape[axis])
     return as_result(out, x[element_index(idx, axis)])
@@ -453,7 +456,7 @@ def nd_index(op: str, x_shape: tuple[int, ...], idx: np.ndarray, batch: int) -> 
         ``batch + M`` index arrays of shape ``Y``.
     """
     m, y_shape = idx.shape[0], idx.shape[1:]
-    grid = np.indices(y_shape, sparse=True) if y_shape else []
+    grid: Sequence[np.ndarray] = np.indices(y_shape, sparse=True) if y_shape else []
     parts = [np.broadcast_to(grid[i], y_shape) for i in range(batch)]
     for j in range(m):
         parts.append(wrap_negative(op, idx[j], x_shape[batch + j]))
@@ -587,7 +590,7 @@ def _unravel_ref(args: list[np.ndarray], attrs: Any, out: Type) -> np.ndarray:
             raise KilnError(f"unravel_index: shape {dims.tolist()} has a non-positive dimension")
         coords.append(np.mod(idx, d))
         idx = np.floor_divide(idx, d)
-    return as_result(out, np.stack(coords[::-1]) if coords else np.zeros(out.shape))
+    return as_result(out, np.stack(coords[::-1]) if coords else np.zeros(tensor_of(out).shape))
 
 
 register_op("unravel_index", num_inputs=2, type_rel=_unravel_rel, reference=_unravel_ref,

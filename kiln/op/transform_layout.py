@@ -17,7 +17,7 @@ import numpy as np
 from kiln.errors import KilnTypeError
 from kiln.ir.attrs import Attrs, attrs_class
 from kiln.ir.expr import Call, Expr
-from kiln.ir.types import TensorType, Type, as_dtype, np_dtype
+from kiln.ir.types import TensorType, Type, as_dtype, np_dtype, tensor_of
 from kiln.op.registry import OpPattern, make_call, register_op, tensor_arg
 
 __all__ = [
@@ -190,7 +190,7 @@ def _shape_of_rel(types: list[Type], attrs: ShapeOfAttrs) -> Type:
 
 
 register_op("shape_of", num_inputs=1, type_rel=_shape_of_rel,
-            reference=lambda args, attrs, out: np.array(args[0].shape, dtype=np_dtype(out.dtype)),
+            reference=lambda args, attrs, out: np.array(args[0].shape, dtype=np_dtype(tensor_of(out).dtype)),
             pattern=OpPattern.OPAQUE, attrs_type=ShapeOfAttrs, doc="the shape as a 1-d tensor")
 
 
@@ -225,7 +225,7 @@ def _ndarray_size_rel(types: list[Type], attrs: NdarraySizeAttrs) -> Type:
 
 
 register_op("ndarray_size", num_inputs=1, type_rel=_ndarray_size_rel,
-            reference=lambda args, attrs, out: np.array(args[0].size, dtype=np_dtype(out.dtype)),
+            reference=lambda args, attrs, out: np.array(args[0].size, dtype=np_dtype(tensor_of(out).dtype)),
             pattern=OpPattern.INJECTIVE, attrs_type=NdarraySizeAttrs, doc="the element count")
 
 

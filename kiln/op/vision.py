@@ -19,7 +19,7 @@ shapes).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -41,7 +41,7 @@ class ROIAlignAttrs(Attrs):
     default the attributes print exactly as TVM's.
     """
 
-    pooled_size: tuple[int, int]
+    pooled_size: tuple[int, ...]  # (ph, pw); the type relation checks the length
     spatial_scale: float
     sample_ratio: int = -1
     layout: str = "NCHW"
@@ -115,7 +115,8 @@ def _pool_roi(feature: np.ndarray, roi: np.ndarray, attrs: ROIAlignAttrs) -> np.
 
     parts = [corner(yl, xl, hy, hx), corner(yl, xh, hy, lx), corner(yh, xl, ly, hx), corner(yh, xh, ly, lx)]
     if attrs.mode == "avg":
-        return sum(parts).sum(axis=(2, 4)) / max(grid_h * grid_w, 1)
+        total = cast(np.ndarray, sum(parts))  # four arrays: never the int start value
+        return total.sum(axis=(2, 4)) / max(grid_h * grid_w, 1)
     return np.maximum.reduce(parts).max(axis=(2, 4))
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from math import prod
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from kiln.runtime.native import RunPlan
 from kiln.runtime.ndarray import Device, NDArray, cpu
 from kiln.runtime.params import load_param_dict
 from kiln.runtime.profiling import BenchmarkResult, time_function
+
+# the array get_output copies an output into (returned as given)
+_Out = TypeVar("_Out", NDArray, np.ndarray)
 
 __all__ = ["GraphExecutor", "GraphModule", "InputError"]
 
@@ -411,6 +414,12 @@ class GraphExecutor(Module):
                              f"{len(self.graph.heads)} output(s)")
         return int(key)
 
+    @overload
+    def get_output(self, index: int | str, out: None = None) -> NDArray: ...
+
+    @overload
+    def get_output(self, index: int | str, out: _Out) -> _Out: ...
+
     def get_output(self, index: int | str,
                    out: NDArray | np.ndarray | None = None) -> NDArray | np.ndarray:
         """Output ``index`` (an int, or an output name): an NDArray sharing the executor's
@@ -437,7 +446,7 @@ class GraphExecutor(Module):
         return out
 
     # --- module functions (TVM's packed-function names) ----------------------------------------
-    _FUNCTIONS = ("set_input", "run", "get_output", "get_input", "get_num_outputs",
+    _FUNCTIONS: tuple[str, ...] = ("set_input", "run", "get_output", "get_input", "get_num_outputs",
                   "get_num_inputs", "get_input_index", "get_input_info", "load_params",
                   "share_params", "get_output_index", "get_output_names")
 
@@ -466,7 +475,7 @@ class GraphModule:
         if not isinstance(module, GraphExecutor):
             raise TypeError("GraphModule wraps the executor module that lib['default'](dev) or "
                             f"graph_executor.create returns, got {type(module).__name__}")
-        self.module = module
+        self.module: GraphExecutor = module
 
     def set_input(self, key: int | str | None = None, value: Any = None, **params: Any) -> None:
         """Set inputs by name or index, or several by keyword (see :meth:`GraphExecutor.set_input`)."""
@@ -488,6 +497,12 @@ class GraphModule:
     def get_input_info(self) -> tuple[dict[str, tuple[int, ...]], dict[str, str]]:
         """Shape and dtype dicts of the non-param inputs."""
         return self.module.get_input_info()
+
+    @overload
+    def get_output(self, index: int | str, out: None = None) -> NDArray: ...
+
+    @overload
+    def get_output(self, index: int | str, out: _Out) -> _Out: ...
 
     def get_output(self, index: int | str,
                    out: NDArray | np.ndarray | None = None) -> NDArray | np.ndarray:

@@ -189,7 +189,7 @@ class NativeKernel(Kernel):
         The arguments it was built for; when known, every binding is checked against it.
     """
 
-    def __init__(self, name: str, cfunc: ctypes._CFuncPtr, library: NativeLibrary,
+    def __init__(self, name: str, cfunc: Callable[..., Any], library: NativeLibrary,
                  signature: Signature | None = None):
         super().__init__(name)
         self.cfunc = cfunc
@@ -199,7 +199,7 @@ class NativeKernel(Kernel):
     @property
     def address(self) -> int:
         """The kernel's entry point (for :class:`RunPlan`)."""
-        value = ctypes.cast(self.cfunc, ctypes.c_void_p).value
+        value = ctypes.cast(self.cfunc, ctypes.c_void_p).value  # type: ignore[arg-type]  # a ctypes function pointer
         assert value is not None
         return value
 
@@ -263,6 +263,9 @@ class NativeLibrary(KernelLibrary):
         # the fused functions by kernel name when built in this process (build_native sets
         # them; a loaded artifact has none): the debugger reads provenance from them
         self.functions: dict[str, object] | None = None
+        # FLOPs of one run of each kernel (build_native sets them; the build writes them into
+        # the graph JSON, where the debugger's roofline profile reads them)
+        self.kernel_flops: dict[str, float] = {}
         check_elf(self.path)
         self._lib = _dlopen(self.path)  # no code of the library runs before the check below
         self._kernels: dict[str, NativeKernel] = {}
@@ -278,7 +281,7 @@ class NativeLibrary(KernelLibrary):
         self.num_threads: int | None = None  # None: the library runs single-threaded
         if self.has_symbol(THREADS_SYMBOL) and not self.missing_features:
             self.set_num_threads(settings.num_threads)
-        self.run_plan: ctypes._CFuncPtr | None = None  # kiln_run_plan, when exported
+        self.run_plan: Callable[..., Any] | None = None  # kiln_run_plan, when exported
         if self.has_symbol(RUN_PLAN_SYMBOL) and not self.missing_features:
             runner = getattr(self._lib, RUN_PLAN_SYMBOL)
             runner.argtypes = [ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p),
@@ -458,7 +461,7 @@ class RunPlan:
     >>> failed = plan()  # -1 when every kernel returned 0
     """
 
-    def __init__(self, entries: Sequence[PlanEntry], runner: ctypes._CFuncPtr):
+    def __init__(self, entries: Sequence[PlanEntry], runner: Callable[..., Any]):
         self.entries = tuple(entries)
         self._runner = runner
         n = len(self.entries)

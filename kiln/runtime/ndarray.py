@@ -79,8 +79,8 @@ class NDArray:
         as_dtype(arr.dtype)
         if copy or not arr.flags.c_contiguous:
             arr = np.array(arr, order="C", copy=True)
-        self._array = arr  # (np.ascontiguousarray would turn a 0-d array into 1-d)
-        self.device = device or cpu()
+        self._array: np.ndarray = arr  # (np.ascontiguousarray would turn a 0-d array into 1-d)
+        self.device: Device = device or cpu()
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -353,7 +353,7 @@ class BoundInference:
         op = info.op
         consumers = self.consumers.get(id(info.stage), [])
         if not consumers:
-            raise ScheduleError(f"stage {op.name} is computed at {info.stage.attach_stage.name} "
+            raise ScheduleError(f"stage {op.name} is computed at {_attach_name(info)} "
                                 "but nothing reads it")
         fixed = set(info.enclosing)
         relaxed = {v for v in self.ranges if v not in fixed}
@@ -379,7 +379,7 @@ class BoundInference:
         """The consumer must run inside the producer's attach loop."""
         if not set(info.enclosing) <= set(cons.enclosing) | set(cons.loop_vars.values()):
             raise ScheduleError(f"stage {info.op.name} is computed at "
-                                f"{info.stage.attach_stage.name} but {cons.op.name} reads it "
+                                f"{_attach_name(info)} but {cons.op.name} reads it "
                                 "outside that loop")
 
     @staticmethod
@@ -406,6 +406,12 @@ class BoundInference:
         if ext >= full[1]:
             return full
         return lo, max(ext, 1)
+
+
+def _attach_name(info: StageBounds) -> str:
+    """The name of the stage ``info``'s stage is computed at (for messages)."""
+    at = info.stage.attach_stage
+    return at.name if at is not None else "<root>"
 
 
 def _nonneg(simp: Simplifier, b: PrimExpr, a: PrimExpr) -> bool:

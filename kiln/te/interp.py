@@ -113,8 +113,12 @@ _UNARY_FLOAT = {
 }
 
 
+def _not_float(value: Any) -> Any:
+    raise TypeError("float math on a value of a non-float dtype")
+
+
 def _call(name: str, args: list[Any], dtype: str) -> Any:
-    t = _np_type(dtype) if E.is_float_dtype(dtype) else None
+    t = _np_type(dtype) if E.is_float_dtype(dtype) else _not_float
     with np.errstate(all="ignore"):
         if name in _UNARY_FLOAT:
             return t(_UNARY_FLOAT[name](np.float64(args[0])))
@@ -126,8 +130,8 @@ def _call(name: str, args: list[Any], dtype: str) -> Any:
             x = np.float64(args[0])
             return t(1.0 / (1.0 + np.exp(-x)) if x >= 0 else np.exp(x) / (1.0 + np.exp(x)))
         if name == "erf":
-            x = float(args[0])
-            return t(math.erf(x) if not math.isnan(x) else math.nan)
+            v = float(args[0])
+            return t(math.erf(v) if not math.isnan(v) else math.nan)
         if name == "pow":
             return t(np.power(np.float64(args[0]), np.float64(args[1])))
         if name == "atan2":

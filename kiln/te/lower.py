@@ -155,15 +155,15 @@ class _Lowering:
                 key = (id(stage.attach_stage), id(leaf))
                 self.attached.setdefault(key, []).append(info)
         for stage in self.sch.stages:
-            op = stage.op
-            if isinstance(op, PlaceholderOp) and op.output(0).key not in self.storage:
-                value = op.attrs.get("value")
+            src = stage.op
+            if isinstance(src, PlaceholderOp) and src.output(0).key not in self.storage:
+                value = src.attrs.get("value")
                 if value is None:
-                    raise ScheduleError(f"input {op.name} is read but not among the kernel's "
+                    raise ScheduleError(f"input {src.name} is read but not among the kernel's "
                                         "arguments")
-                data = np.ascontiguousarray(np.asarray(value).reshape(op.shape))
-                buf = Buffer(self._unique(op.name), op.dtype, op.shape, kind="const", data=data)
-                self.storage[op.output(0).key] = (buf, tuple(const(0) for _ in op.shape))
+                data = np.ascontiguousarray(np.asarray(value).reshape(src.shape))
+                buf = Buffer(self._unique(src.name), src.dtype, src.shape, kind="const", data=data)
+                self.storage[src.output(0).key] = (buf, tuple(const(0) for _ in src.shape))
 
     # --- expressions --------------------------------------------------------------------------
     def _to_buffers(self, e: PrimExpr) -> PrimExpr:

@@ -341,7 +341,7 @@ class Schedule:
                                 "cache_write must come before loop transformations")
         new_axis = tuple(IterVar(Var(iv.var.name + ".c"), iv.dom, iv.iter_type) for iv in op.axis)
         vsub: dict[Var, PrimExpr] = {iv.var: niv.var for iv, niv in zip(op.axis, new_axis)}
-        bodies = []
+        bodies: list[PrimExpr] = []
         for body in op.body:
             if isinstance(body, E.Reduce):
                 src = tuple(substitute(s, vsub) for s in body.source)

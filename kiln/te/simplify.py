@@ -235,8 +235,8 @@ class Simplifier:
                 return la.scaled(lb.const)
             if not la.terms:
                 return lb.scaled(la.const)
-            atom = E.Binary("mul", self.from_linear(la, e.dtype), self.from_linear(lb, e.dtype),
-                            e.dtype)
+            atom: PrimExpr = E.Binary("mul", self.from_linear(la, e.dtype),
+                                      self.from_linear(lb, e.dtype), e.dtype)
             out = _Linear()
             out.add_term(self.key(atom), 1, atom)
             return out

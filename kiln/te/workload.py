@@ -104,12 +104,12 @@ def workload_key_to_tensors(workload_key: str) -> list[Tensor]:
     if not isinstance(parsed, list) or not parsed or not isinstance(parsed[0], str):
         raise TuningLogError(f"workload key {workload_key!r} is not [name, args...]")
     name, args = parsed[0], parsed[1:]
-    entry = WORKLOAD_FUNC_REGISTRY.get(name)
-    if entry is None:
+    registered = WORKLOAD_FUNC_REGISTRY.get(name)
+    if registered is None:
         raise TuningLogError(f"workload {name!r} (key {workload_key}) is not registered")
-    if isinstance(entry, list):
-        return list(entry)
-    return list(entry(*args))
+    if isinstance(registered, list):
+        return list(registered)
+    return list(registered(*args))
 
 
 def workload_key_to_dag(workload_key: str) -> Any:

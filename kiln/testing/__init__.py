@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import operator
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -284,7 +285,7 @@ def parameters(*value_sets: Any, ids: Any = None) -> tuple[Any, ...]:
         return request.param
 
     ns[hidden] = _pytest().fixture(params=sets, ids=ids, name=hidden)(group)
-    return tuple(_make_fixture(hidden, (lambda s, i=i: s[i]), in_class, f"param_{i}")
+    return tuple(_make_fixture(hidden, operator.itemgetter(i), in_class, f"param_{i}")
                  for i in range(width))
 
 

@@ -35,7 +35,7 @@ class IntImm(int):
 
     dtype: str
 
-    def __new__(cls, dtype: str, value: int, span: Any = None) -> IntImm:
+    def __new__(cls, dtype: str, value: int | float, span: Any = None) -> IntImm:
         _check_dtype(dtype, ("int", "uint", "bool"), "IntImm")
         if isinstance(value, float) and not value.is_integer():
             raise ValueError(f"IntImm value {value!r} is not an integer")

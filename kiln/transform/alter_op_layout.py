@@ -53,7 +53,7 @@ from typing import Any
 import kiln.op as K
 from kiln.ir.expr import Call, Constant, Function, Var
 from kiln.ir.module import IRModule
-from kiln.ir.types import TensorType, is_float
+from kiln.ir.types import TensorType, is_float, tensor_of
 from kiln.op.nn_pack import DensePackAttrs
 from kiln.op.registry import get_op_def, make_call
 from kiln.target import Target
@@ -63,6 +63,7 @@ from kiln.te.tensor import placeholder
 from kiln.transform.infer_type import infer_type
 from kiln.transform.layout_propagation import Held, LayoutRewriter, Rule, blocked_layout
 from kiln.transform.pass_infra import ModulePass, PassContext, PassInfo
+from kiln.transform.rewrite import call_attrs
 
 __all__ = [
     "AlterOpLayout",
@@ -199,7 +200,7 @@ def tvm_task_dags(name: str, attrs: Any, arg_types: list[TensorType],
         typed = infer_type(IRModule.from_expr(Function(params, anchor)))
     except Exception:  # a layout the op cannot take: no candidate
         return []
-    out_type = typed["main"].body.checked_type
+    out_type = tensor_of(typed["main"].body.checked_type)
     dags = []
     for tail in _epilogues(out_type, channel_axis):
         ps = list(params)
@@ -212,8 +213,8 @@ def tvm_task_dags(name: str, attrs: Any, arg_types: list[TensorType],
             else:
                 body = make_call(op, [body])
         fn = infer_type(IRModule.from_expr(Function(ps, body)))["main"]
-        tensors = {id(p): placeholder(p.checked_type.shape, p.checked_type.dtype, p.name_hint)
-                   for p in fn.params}
+        tensors = {id(p): placeholder(tensor_of(p.checked_type).shape, tensor_of(p.checked_type).dtype,
+                                      p.name_hint) for p in fn.params}
 
         out = _te_of(fn.body, tensors)
         dags.append(ComputeDAG([*(tensors[id(p)] for p in fn.params), out]))
@@ -226,8 +227,9 @@ def tvm_task_dags(name: str, attrs: Any, arg_types: list[TensorType],
 def _te_of(e: Any, tensors: dict[int, Any]) -> Any:
     """The tensor of a typed call tree (placeholders in ``tensors``), by the ops' computes."""
     if id(e) not in tensors:
-        tensors[id(e)] = get_op_def(e.op.name).compute([_te_of(a, tensors) for a in e.args],
-                                                       e.attrs, e.checked_type)
+        compute = get_op_def(e.op.name).compute
+        assert compute is not None, f"{e.op.name} has no compute"
+        tensors[id(e)] = compute([_te_of(a, tensors) for a in e.args], e.attrs, e.checked_type)
     return tensors[id(e)]
 
 
@@ -259,7 +261,7 @@ def log_has_task(dags: list[ComputeDAG], what: str) -> bool:
 def _conv2d_rule(target: Target) -> Rule:
     def rule(prop: LayoutRewriter, call: Call) -> Held | None:
         """``conv2d(x, w)`` -> ``contrib_conv2d_NCHWc(x{ic}, layout_transform(w)){oc}``."""
-        attrs = call.attrs
+        attrs = call_attrs(call)
         data, weight = prop.tensor(call.args[0]), prop.tensor(call.args[1])
         if (data is None or weight is None or attrs.data_layout != "NCHW"
                 or attrs.kernel_layout != "OIHW" or attrs.out_layout not in ("", "NCHW")
@@ -324,7 +326,7 @@ def _dense_rule(target: Target) -> Rule:
             return None  # the log tunes TVM's unpacked dense (T_matmul_NT)
         layout = f"NC{dense_block(units, target.vector_width(data.dtype))}n"
         packed = K.layout_transform(call.args[1], "NC", layout)
-        attrs = DensePackAttrs(units=units, out_dtype=call.attrs.out_dtype, weight_layout=layout)
+        attrs = DensePackAttrs(units=units, out_dtype=call_attrs(call).out_dtype, weight_layout=layout)
         new = make_call("nn.contrib_dense_pack", [prop.primal(call.args[0]), packed], attrs,
                         source_names=call.source_names)
         return Held(new)

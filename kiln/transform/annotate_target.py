@@ -125,9 +125,9 @@ class _Annotator:
             if not self.include_non_call_ops:
                 return TupleGetItem(self.end_and_propagate(new.tuple_value), new.index)
             target, (value,) = self.annotate_args([new.tuple_value])
-            out = TupleGetItem(value, new.index)
-            self.set_target(out, target)
-            return out
+            item = TupleGetItem(value, new.index)
+            self.set_target(item, target)
+            return item
         if isinstance(new, Function):
             assert isinstance(old, Function)
             if "Composite" in old.attrs:

@@ -170,17 +170,17 @@ def region_set(expr: Expr, func_name: str = "main") -> AnnotatedRegionSet:
                 region.ins.append(node)
             else:
                 assert is_compiler_end(node)
-                region = regions.get(node.args[0])
-                if region is None:
+                closed = regions.get(node.args[0])
+                if closed is None:
                     raise PassError(f"compiler_end(compiler={annotation_target(node)!r}) on "
                                     f"{node.args[0]._short()} in @{func_name} closes no region: "
                                     "there is no compiler_begin before it")
-                if region.target != annotation_target(node):
-                    raise PassError(f"a region of target {region.target!r} in @{func_name} is "
+                if closed.target != annotation_target(node):
+                    raise PassError(f"a region of target {closed.target!r} in @{func_name} is "
                                     f"closed by compiler_end(compiler="
                                     f"{annotation_target(node)!r})")
-                regions.add_node(region, node)
-                region.outs.append(node)
+                regions.add_node(closed, node)
+                closed.outs.append(node)
         elif isinstance(node, Tuple):
             regions.add_to_arg_region(node, node.fields)
         elif isinstance(node, TupleGetItem):

@@ -57,7 +57,7 @@ class _Classes:
             first = self.table.setdefault(key, node)
             if first is not node:
                 self.rep[id(node)] = first
-                if isinstance(node, Call):
+                if isinstance(node, Call) and isinstance(first, Call):  # equal keys: both calls
                     names = self.names.setdefault(id(first), list(first.source_names))
                     names.extend(n for n in node.source_names if n not in names)
 

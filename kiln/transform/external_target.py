@@ -149,7 +149,9 @@ def register_op_target(op_name: str, target: str, predicate: Predicate | bool = 
         ``predicate(call) -> bool`` (TVM's older ``predicate(attrs, args)`` also works), or a
         constant.
     """
-    get_op_def(op_name).hooks[f"target.{target}"] = predicate
+    # OpDef.hooks (kiln/op/registry.py) is typed as callables only, but a constant bool is a valid
+    # hook here (_call_predicate handles both)
+    get_op_def(op_name).hooks[f"target.{target}"] = predicate  # type: ignore[assignment]
 
 
 def _call_predicate(predicate: Predicate | bool, call: Call) -> bool:

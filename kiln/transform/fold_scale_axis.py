@@ -41,7 +41,7 @@ from kiln.transform.pattern_utils import (
     match_broadcast_to_left_axes,
     squeeze_to_axes,
 )
-from kiln.transform.rewrite import ensure_types, op_name, tensor_type
+from kiln.transform.rewrite import call_attrs, ensure_types, op_name, tensor_type
 
 __all__ = [
     "BackwardFoldScaleAxis",
@@ -112,7 +112,7 @@ class _ConvAxes:
 
 def _conv_axes(call: Call) -> _ConvAxes | None:
     """Channel axes of a full or depthwise convolution in a plain layout, else ``None``."""
-    attrs = call.attrs
+    attrs = call_attrs(call)
     data_layout, kernel_layout = attrs.data_layout, attrs.kernel_layout
     out_layout = attrs.out_layout or data_layout
     layouts = (data_layout, kernel_layout, out_layout)
@@ -331,7 +331,7 @@ def _backward_prep(call: Call, ins: list[Message | None]) -> Message | None:
         return Message((axes.out_c,), False) if axes is not None else None
     if kind == "bias_add":
         ndim = _ttype(call.args[0]).ndim
-        if ins[0] is not None and ins[0].axes == (call.attrs.axis % ndim,):
+        if ins[0] is not None and ins[0].axes == (call_attrs(call).axis % ndim,):
             return ins[0]
         return None
     if kind == "dense":

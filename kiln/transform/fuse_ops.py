@@ -43,7 +43,7 @@ from kiln.transform.graph_partitioner import (
 )
 from kiln.transform.inline import bind_function
 from kiln.transform.pass_infra import FunctionPass, PassContext, PassInfo
-from kiln.transform.rewrite import call_attrs, ensure_types
+from kiln.transform.rewrite import call_attrs, ensure_types, op_name
 from kiln.transform.simplify_expr import RESHAPE_OPS
 
 __all__ = [
@@ -184,7 +184,7 @@ class _FuseMutator:
         return out
 
     def visit_call(self, call: Call) -> Expr:
-        if call.op.name == "annotation.stop_fusion":  # an opaque fence: gone once grouped (TVM)
+        if op_name(call) == "annotation.stop_fusion":  # an opaque fence: gone once grouped (TVM)
             return self.new[id(call.args[0])]
         group = self.group_of(call)
         new_call = Call(call.op, self.new_arguments(call.args, group), call.attrs,

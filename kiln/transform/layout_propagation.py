@@ -255,10 +255,9 @@ class LayoutRewriter:
     def primal(self, old: Expr) -> Expr:
         """The rewritten ``old`` in its original layout (converted back when it was moved)."""
         if isinstance(old, Tuple):
-            key = id(old)
-            if key not in self._tuples:
-                self._tuples[key] = rebuild(old, tuple(self.primal(f) for f in old.fields))
-            return self._tuples[key]
+            if id(old) not in self._tuples:
+                self._tuples[id(old)] = rebuild(old, tuple(self.primal(f) for f in old.fields))
+            return self._tuples[id(old)]
         value = self.value(old)
         if not value.moved:
             return value.expr

@@ -280,7 +280,7 @@ def _make_pass_decorator(kind: type) -> Callable[..., Any]:
             raise ValueError("opt_level is required")
 
         def create(func: Any) -> Any:
-            pass_name = name or getattr(func, "__name__", type(func).__name__)
+            pass_name = name or str(getattr(func, "__name__", type(func).__name__))
             info = PassInfo(opt_level, pass_name, tuple(required or ()), traceable)
             if isinstance(func, type):  # a class with transform_module / transform_function
 

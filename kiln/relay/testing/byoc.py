@@ -28,8 +28,8 @@ class CcompilerAnnotator(ExprMutator):
         """Annotate as TVM's ``CcompilerAnnotator.visit_call``."""
         name = getattr(call.op, "name", None)
         if name == "add" and self.in_compiler == 1:
-            lhs = compiler_begin(super().visit(call.args[0]), "ccompiler")
-            rhs = compiler_begin(super().visit(call.args[1]), "ccompiler")
+            lhs: Expr = compiler_begin(super().visit(call.args[0]), "ccompiler")
+            rhs: Expr = compiler_begin(super().visit(call.args[1]), "ccompiler")
             self.in_compiler = 2
             return add(lhs, rhs)
         if name == "subtract" and self.in_compiler == 1:

@@ -8,6 +8,8 @@ shortcut when the shape changes. Parameter names follow TVM (``bn_data_gamma``, 
 
 from __future__ import annotations
 
+from typing import Any
+
 from kiln.errors import KilnError
 from kiln.ir.analysis import free_vars
 from kiln.ir.expr import Expr, Function, var
@@ -50,7 +52,7 @@ def residual_unit(data: Expr, num_filter: int, stride: tuple[int, int], dim_matc
         The unit's output.
     """
     bn_axis = data_layout.index("C")
-    conv_args = {"data_layout": data_layout, "kernel_layout": kernel_layout}
+    conv_args: dict[str, Any] = {"data_layout": data_layout, "kernel_layout": kernel_layout}
     bn1 = layers.batch_norm_infer(data=data, epsilon=2e-5, axis=bn_axis, name=name + "_bn1")
     act1 = relu(bn1)
     if bottle_neck:
@@ -108,7 +110,7 @@ def resnet(units: list[int], num_stages: int, filter_list: list[int], num_classe
     if len(units) != num_stages:
         raise KilnError(f"{len(units)} unit counts given for {num_stages} stages")
     kernel_layout = "OIHW" if layout == "NCHW" else "HWIO"
-    conv_args = {"data_layout": layout, "kernel_layout": kernel_layout}
+    conv_args: dict[str, Any] = {"data_layout": layout, "kernel_layout": kernel_layout}
     bn_axis = layout.index("C")
     data = var("data", shape=data_shape, dtype=dtype)
     body = layers.batch_norm_infer(data=data, epsilon=2e-5, axis=bn_axis, scale=False,

@@ -134,6 +134,7 @@ def match_nchwc(dag: ComputeDAG, tags: Sequence[str], dtype: str = "float32") ->
     side: list[int] = []
     for i in computes:
         op = ops[i]
+        assert isinstance(op, ComputeOp)  # computes lists the compute stages
         if i == main or id(op) in after:
             continue
         if id(op) in feeds_main:
@@ -262,7 +263,7 @@ def schedule_pad(state: State, sid: int, target: TargetInfo) -> None:
     n, c, h, _, cb = state.stages[sid].iters
     fused = state.fuse(sid, [n, c, h])
     size = 1
-    for d in state.stages[sid].op.shape:
+    for d in state.stages[sid].op.output_shape(0):
         size *= d
     if target.num_threads > 1 and size >= PARALLEL_MIN_WORK:
         state.parallel(sid, fused)

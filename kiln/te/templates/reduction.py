@@ -135,7 +135,7 @@ def _plan(dag: ComputeDAG) -> _RowPlan | None:
             isinstance(op, ComputeOp) and _simple_reduction(op) for op in red_ops):
         return None
     sizes = {prod(_extents(op)) for op in red_ops if isinstance(op, ComputeOp)}
-    rows = {prod(op.shape) for op in red_ops}
+    rows = {prod(op.output_shape(0)) for op in red_ops}
     if len(sizes) != 1 or len(rows) != 1:
         return None
     row_size, n_rows = sizes.pop(), rows.pop()

@@ -102,13 +102,13 @@ def _conv_nd(
     out = np.zeros((batch, out_c, *out_sp), dtype=out_dtype)
     ig, og = in_c // groups, out_c // groups
     for offs in itertools.product(*(range(k) for k in kernel)):
-        window = padded[
-            (slice(None), slice(None), *(
-                slice(start, start + (out_sp[i] - 1) * stride[i] + 1, stride[i])
-                for i, start in enumerate(o * d for o, d in zip(offs, dilation))
-            ))
-        ]
-        w = weight[(slice(None), slice(None), *tuple(offs))].astype(out_dtype)
+        taps: tuple[slice, ...] = (slice(None), slice(None), *(
+            slice(start, start + (out_sp[i] - 1) * stride[i] + 1, stride[i])
+            for i, start in enumerate(o * d for o, d in zip(offs, dilation))
+        ))
+        window = padded[taps]
+        at: tuple[slice | int, ...] = (slice(None), slice(None), *offs)
+        w = weight[at].astype(out_dtype)
         for g in range(groups):
             out[:, g * og:(g + 1) * og] += np.einsum(
                 "ni...,oi->no...", window[:, g * ig:(g + 1) * ig], w[g * og:(g + 1) * og]
@@ -308,7 +308,7 @@ def poolnd_python(
         )
         window = pad_data[(slice(None), slice(None), *idx)]
         axes = tuple(range(2, 2 + nsp))
-        target = (slice(None), slice(None), *coord)
+        target: tuple[slice | int, ...] = (slice(None), slice(None), *coord)
         if pool_type == "max":
             out[target] = window.max(axis=axes)
         else:
