@@ -9,11 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from kiln import ir, nd, relay, runtime, testing, transform
+from kiln._version import __version__
 from kiln.errors import KilnError
 from kiln.ir import IRModule
 from kiln.runtime.ndarray import Device, cpu, device
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Device",

@@ -590,7 +590,7 @@ def _machine() -> dict[str, Any]:
 
 
 def _session_entry() -> dict[str, Any]:
-    from kiln import __version__
+    from kiln._version import __version__
 
     return {"type": "session", "kiln_version": __version__, "machine": _machine(),
             "time": int(time.time())}

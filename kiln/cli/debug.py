@@ -171,7 +171,7 @@ def prepare_dump_root(root: Path) -> Path:
     Path
         ``root``.
     """
-    from kiln.contrib.debugger.debug_executor import _DUMP_PATH_PREFIX
+    from kiln.debug.debug_executor import _DUMP_PATH_PREFIX
 
     if root.exists() and not root.is_dir():
         raise KilnError(f"--dump-root {root} is a file; give a folder")

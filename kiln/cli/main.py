@@ -39,7 +39,7 @@ VERBOSE_HELP = "print stage and per-pass times, and the traceback of an error"
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every command."""
-    from kiln import __version__
+    from kiln._version import __version__
 
     parser = argparse.ArgumentParser(prog="kiln", description="Kiln: a deep-learning model compiler.")
     parser.add_argument("--version", action="version", version=f"kiln {__version__}")

@@ -794,7 +794,7 @@ def compare(lib: Any, reference: Any, inputs: Mapping[str, Any],
     >>> report = compare(lib, "model.onnx", {"data": x}, params={"p3": new_weight})  # doctest: +SKIP
     >>> report.first_divergence.node, report.first_divergence.source_nodes  # doctest: +SKIP
     """
-    from kiln.contrib.debugger.debug_executor import create_from_factory
+    from kiln.debug.debug_executor import create_from_factory
 
     factory = _as_factory(lib)
     executor = create_from_factory(factory)

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from kiln.contrib.debugger.debug_result import GRAPH_DUMP_FILE_NAME, tensor_key
+from kiln.debug.debug_result import GRAPH_DUMP_FILE_NAME, tensor_key
 from kiln.errors import KilnError
 
 __all__ = [

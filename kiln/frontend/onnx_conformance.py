@@ -419,16 +419,17 @@ def run_suite_compiled(cases: Sequence[Any], target: str = "c", group: int = 64,
     list of CaseResult
         Classified outcomes, in the order of ``cases``.
     """
-    import kiln
     from kiln.build_module import _optimize
     from kiln.codegen.graph_codegen import graph_codegen
     if TYPE_CHECKING:  # kiln.codegen.__getattr__ (lazy) is typed `-> object`
         from kiln.codegen.native import build_native
     else:  # looked up through kiln.codegen at run time (tests replace it there)
         from kiln.codegen import build_native
-    from kiln.contrib import graph_executor
     from kiln.runtime.factory import GraphExecutorFactoryModule
+    from kiln.runtime.graph_executor import GraphModule
+    from kiln.runtime.ndarray import cpu
     from kiln.target import Target
+    from kiln.transform.pass_infra import PassContext
 
     tgt = Target(target)
     lowered: dict[str, Any] = {}  # case name -> LoweredGraph
@@ -437,7 +438,7 @@ def run_suite_compiled(cases: Sequence[Any], target: str = "c", group: int = 64,
     def lower(mod: Any, params: dict[str, Any], feeds: dict[str, np.ndarray]) -> list[Any]:
         name = current[0]
         if name not in lowered:
-            with kiln.transform.PassContext(opt_level=3):
+            with PassContext(opt_level=3):
                 optimized = _optimize(mod, tgt, params)
             lowered[name] = graph_codegen(optimized["main"], f"c{len(lowered)}")
         return interpret(mod, params, feeds)  # also checks the import, as the reference path does
@@ -467,7 +468,7 @@ def run_suite_compiled(cases: Sequence[Any], target: str = "c", group: int = 64,
             raise lib
         graph = lowered[name]
         factory = GraphExecutorFactoryModule(graph.graph_json, lib, graph.params)
-        module = graph_executor.GraphModule(factory["default"](kiln.cpu()))
+        module = GraphModule(factory["default"](cpu()))
         inputs = module.get_input_info()[0]
         for key, value in {**params, **feeds}.items():
             if key in inputs:

@@ -82,7 +82,7 @@ def default_metadata(graph: GraphJSON, params: Mapping[str, Any],
         Keys set by the build (``target``, ``opt_level``, ...); ``output_names`` overrides the
         graph's own (:attr:`GraphJSON.output_names`: the model's names, else ``output_<i>``).
     """
-    from kiln import __version__
+    from kiln._version import __version__
 
     given = dict(given or {})
     inputs = []

@@ -115,7 +115,7 @@ class GraphExecutorFactoryModule(Module):
         if name != self.libmod_name:
             raise KilnError(f"debug_create: this factory builds module {self.libmod_name!r}, not "
                             f"{name!r}")
-        from kiln.contrib.debugger.debug_executor import create_from_factory
+        from kiln.debug.debug_executor import create_from_factory
 
         return create_from_factory(self, *devices)
 

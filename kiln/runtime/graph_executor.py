@@ -24,7 +24,7 @@ from typing import Any, TypeVar, overload
 import numpy as np
 
 from kiln.errors import KilnError
-from kiln.ir.types import np_dtype
+from kiln.runtime.dtype import np_dtype
 from kiln.runtime.graph_json import GraphJSON, Node, parse_graph_json
 from kiln.runtime.module import KernelError, Module
 from kiln.runtime.native import RunPlan

@@ -25,8 +25,8 @@ from functools import cached_property
 from typing import Any
 
 from kiln.errors import RuntimeFormatError
-from kiln.ir.types import as_dtype
 from kiln.runtime.dmlc_json import DmlcWriter
+from kiln.runtime.dtype import as_dtype
 
 __all__ = ["GraphJSON", "Node", "NodeEntry", "parse_graph_json"]
 

@@ -193,7 +193,7 @@ def check_args(kernel: str, arrays: Sequence[np.ndarray], signature: Signature |
     signature : tuple of (shape, dtype), optional
         What the kernel was built for.
     """
-    from kiln.ir.types import np_dtype
+    from kiln.runtime.dtype import np_dtype
 
     if signature is not None and len(arrays) != len(signature):
         raise KernelError(f"kernel {kernel} takes {len(signature)} arrays (inputs then outputs), "

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from kiln.ir.types import as_dtype, np_dtype
+from kiln.runtime.dtype import as_dtype, np_dtype
 
 __all__ = ["Device", "NDArray", "array", "cpu", "device", "empty"]
 

@@ -384,7 +384,7 @@ def test_profile_rows_and_reconciliation(debugged: GraphModuleDebug) -> None:
 @pytest.mark.requires_cc
 def test_profile_places_nodes_on_the_roofline(monkeypatch: pytest.MonkeyPatch,
                                                tmp_path: Path) -> None:
-    from kiln.contrib.debugger import debug_executor as dx
+    from kiln.debug import debug_executor as dx
     from kiln.debug.roofline import Peak
 
     peak = Peak(gflops=100.0, gbps=10.0, num_threads=1, isa="test")
