@@ -347,6 +347,10 @@ def build_native(functions: Mapping[str, Function], target: Any = None, *,
     vector_bytes = tgt.vector_width("int8")
     flags = (*COMPILE_FLAGS, *isa.flags)
     threads = max(1, settings.num_threads)
+    # the runtime compiles (once per compiler and flags) while Python lowers the kernels
+    background = ThreadPoolExecutor(max_workers=1)
+    runtime_job = background.submit(runtime_object, flags)
+    background.shutdown(wait=False)
     prims: list[PrimFunc] = []
     with progress.stage("lowering", total=len(functions), unit="distinct kernels") as st:
         for name, fn in functions.items():
@@ -356,7 +360,7 @@ def build_native(functions: Mapping[str, Function], target: Any = None, *,
     with progress.stage("generating C"):
         sources = generate_module_sources(prims, vector_bytes)
     hint = "kernels" if len(prims) != 1 else prims[0].name
-    runtime = runtime_object(flags)
+    runtime = runtime_job.result()
     if len(sources) == 1:
         with progress.stage("compiling C", total=len(prims), unit="distinct kernels") as st:
             so = compile_cached(sources[0], hint, flags=flags, objects=[runtime])

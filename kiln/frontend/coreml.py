@@ -212,7 +212,9 @@ class _NNImporter(ImportState):
             else:  # meanImage
                 mean = np.asarray(pp.meanImage.meanImage, dtype=np.float32)
                 out = K.subtract(x, self.constant(f"{name}.mean", mean.reshape(self.shape_of(x)[1:])))
-            (self.blobs[name],) = self.finish([out], self.layer_name)
+            (done,) = self.finish([out], self.layer_name)
+            assert done is not None  # finish keeps every (present) output
+            self.blobs[name] = done
 
     def convert(self, lay: Any) -> None:
         kind = lay.WhichOneof("layer")

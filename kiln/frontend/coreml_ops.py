@@ -280,6 +280,8 @@ def _batchnorm(imp: Any, p: Any, xs: list[Expr]) -> Expr:
     eps = float(p.epsilon) or 1e-5
     gamma, beta = _w(imp, p.gamma, [c], "gamma"), _w(imp, p.beta, [c], "beta")
     axis = _rank(imp, x) - 3 if _rank(imp, x) >= 3 else 1
+    mean: Expr
+    var: Expr
     if p.computeMeanVar:
         if p.instanceNormalization:
             return K.nn.instance_norm(x, gamma, beta, axis=axis, epsilon=eps)
@@ -956,8 +958,8 @@ def _lstm_inputs(imp: Any, xs: list[Expr], hidden: int, n_states: int) -> tuple[
                             f"[Seq, Batch, C], got {list(shape)} (pass shape= to from_coreml)")
     s, b, cin = shape[:3]
     x3 = K.reshape(x, [s, b, cin]) if len(shape) == 5 else x
-    seq = [K.reshape(K.strided_slice(x3, [t], [t + 1], axes=[0]), [b, cin]) for t in range(s)]
-    states = []
+    seq: list[Expr] = [K.reshape(K.strided_slice(x3, [t], [t + 1], axes=[0]), [b, cin]) for t in range(s)]
+    states: list[Expr] = []
     for i in range(n_states):
         states.append(K.reshape(xs[1 + i], [b, hidden]) if len(xs) > 1 + i
                       else const(np.zeros((b, hidden), dtype=np.float32)))
@@ -995,7 +997,7 @@ def _bi_lstm(imp: Any, p: Any, xs: list[Expr]) -> list[Expr]:
     yb, hb, cb = _lstm_direction(imp, p.params, bw, p.activationsBackwardLSTM, seq[::-1], hb, cb,
                                  hidden, inp, "bw.")
     yb = yb[::-1]
-    both = [K.concatenate([f, b], axis=1) for f, b in zip(ys, yb)]
+    both: list[Expr] = [K.concatenate([f, b], axis=1) for f, b in zip(ys, yb)]
     if not p.params.sequenceOutput:
         both = [K.concatenate([ys[-1], yb[0]], axis=1)]
     return [_lstm_out(both, rank, True), _state(h, rank), _state(c, rank), _state(hb, rank),

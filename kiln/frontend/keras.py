@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -93,7 +93,7 @@ def _graph(model: Any) -> Any:
 
 def _nodes(graph: Any) -> list[Any]:
     """The graph's layer calls in execution order (deepest first, as Keras runs them)."""
-    out = []
+    out: list[Any] = []
     for depth in sorted(graph._nodes_by_depth, reverse=True):
         out.extend(n for n in graph._nodes_by_depth[depth] if n.operation is not None and not n.is_input)
     return out
@@ -122,12 +122,13 @@ class _Importer:
         outs = self._run_graph(graph, inputs, "")
         names = [h.operation.name + (f":{h.tensor_index}" if h.tensor_index else "")
                  for h in (t._keras_history for t in graph.outputs)]
-        exprs = []
+        exprs: list[Expr] = []
         for v in outs:
             rank = len(self.ctx.shape(v.expr))
             exprs.append(self.ctx.cf(v) if self.nchw and rank == 4 else self.ctx.cl(v))
-        exprs = self.state.finish(exprs, "output")
-        return self.state.module(exprs, names)
+        finished = self.state.finish(exprs, "output")
+        assert all(e is not None for e in finished)  # finish keeps every (present) output
+        return self.state.module(cast("list[Expr]", finished), names)
 
     # --- checks and inputs --------------------------------------------------------------------
     def _check_supported(self, graph: Any) -> None:
@@ -159,20 +160,23 @@ class _Importer:
         if unknown:
             raise FrontendError(f"from_keras: shape names {unknown}, which are not model inputs "
                                 f"(the inputs are {names})")
-        vals, unbound = [], []
+        vals: list[KVal] = []
+        unbound: list[tuple[str, tuple[int | str | None, ...] | None, tuple[int, ...]]] = []
         for name, t in zip(names, graph.inputs):
             declared: tuple[int | None, ...] = tuple(None if d is None else int(d) for d in t.shape)
             cf = self.nchw and len(declared) == 4
             if cf:
                 declared = (declared[0], declared[3], declared[1], declared[2])
+            dims: tuple[int, ...]
             if name in self.shape:
                 dims = check_input_shape(name, declared, self.shape[name])
             else:
-                dims = tuple(1 if (i == 0 and d is None) else d for i, d in enumerate(declared))
-                missing = tuple(i for i, d in enumerate(dims) if d is None)
+                free = tuple(1 if (i == 0 and d is None) else d for i, d in enumerate(declared))
+                missing = tuple(i for i, d in enumerate(free) if d is None)
                 if missing:
                     unbound.append((name, declared, missing))
                     continue
+                dims = cast("tuple[int, ...]", free)  # no dim is None once `missing` is empty
             dtype = str(t.dtype)
             vals.append(KVal(self.state.add_input(name, [int(d) for d in dims], dtype), cf))
         if unbound:

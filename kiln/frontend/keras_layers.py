@@ -852,11 +852,14 @@ def _bidirectional(ctx: Ctx, layer: Any, ins: list[KVal], kw: dict[str, Any]) ->
     half = None if init is None else len(init) // 2
     f_steps, f_states = _rnn(ctx, fw, x, None if init is None else init[:half], bool(fw.go_backwards))
     b_steps, b_states = _rnn(ctx, bw, x, None if init is None else init[half:], bool(bw.go_backwards))
+    f_out: Expr
+    b_out: Expr
     if fw.return_sequences:
         f_out, b_out = K.stack(f_steps, axis=1), K.stack(b_steps[::-1], axis=1)
     else:
         f_out, b_out = f_steps[-1], b_steps[-1]
     mode = layer.merge_mode
+    merged: list[Expr]
     if mode == "concat":
         merged = [K.concatenate([f_out, b_out], axis=-1)]
     elif mode == "sum":
@@ -906,7 +909,7 @@ def _mha(ctx: Ctx, layer: Any, ins: list[KVal], kw: dict[str, Any]) -> list[KVal
     v = project(v_in, layer._value_dense, "value", vd)
     q = K.multiply(q, ctx.scalar(1.0 / math.sqrt(kd), q))
     scores = K.nn.batch_matmul(q, k, transpose_b=True)  # (B*H, Tq, Tk)
-    mask = None
+    mask: Expr | None = None
     if kw.get("attention_mask") is not None:
         mask = K.cast(K.cast(ctx.cl(kw["attention_mask"]), "bool"), ctx.dtype(scores))  # (B, Tq, Tk)
         mask = K.reshape(K.repeat(K.expand_dims(mask, 1), heads, axis=1), (batch * heads, tq, tk))

@@ -21,6 +21,7 @@ Every node's name is stamped on the relay calls made for it (provenance).
 
 from __future__ import annotations
 
+import builtins
 import json
 import math
 import os
@@ -247,31 +248,31 @@ def _parse_symbol(sym: Any, what: str) -> dict[str, Any]:
 class Attrs:
     """A node's string attributes, parsed on demand."""
 
-    def __init__(self, raw: Mapping[str, Any], node: str):
+    def __init__(self, raw: Mapping[str, Any], node: builtins.str):
         self.raw = {k: str(v) for k, v in raw.items()}
         self.node = node
 
-    def __contains__(self, key: str) -> bool:
+    def __contains__(self, key: builtins.str) -> bool:
         return key in self.raw and self.raw[key] not in ("None", "")
 
-    def str(self, key: str, default: Any = None) -> Any:
+    def str(self, key: builtins.str, default: Any = None) -> Any:
         return self.raw[key] if key in self else default
 
-    def _need(self, key: str) -> str:
+    def _need(self, key: builtins.str) -> builtins.str:
         if key not in self:
             raise FrontendError(f"MXNet node {self.node!r} lacks the attribute {key!r}")
         return self.raw[key]
 
-    def int(self, key: str, default: Any = None) -> Any:
+    def int(self, key: builtins.str, default: Any = None) -> Any:
         return int(self._need(key)) if key in self or default is None else default
 
-    def float(self, key: str, default: Any = None) -> Any:
+    def float(self, key: builtins.str, default: Any = None) -> Any:
         return float(self._need(key)) if key in self or default is None else default
 
-    def bool(self, key: str, default: bool = False) -> bool:
+    def bool(self, key: builtins.str, default: bool = False) -> bool:
         return self.raw[key].strip().lower() in ("true", "1") if key in self else default
 
-    def tuple(self, key: str, default: Any = None) -> Any:
+    def tuple(self, key: builtins.str, default: Any = None) -> Any:
         """``"(3, 3)"``, ``"[1,2]"`` or ``"3"`` as a tuple (``None`` entries stay None)."""
         if key not in self:
             return default
@@ -281,7 +282,7 @@ class Attrs:
         items = [t.strip() for t in text.split(",") if t.strip()]
         return tuple(None if t == "None" else (float(t) if "." in t or "e" in t else int(t)) for t in items)
 
-    def ints(self, key: str, default: Any = None) -> Any:
+    def ints(self, key: builtins.str, default: Any = None) -> Any:
         v = self.tuple(key, default)
         return v if v is None else tuple(int(t) for t in v)
 
@@ -1062,7 +1063,7 @@ def _split(node: Node) -> list[Expr]:
     if node.shape(x)[axis] % n:
         raise node.error(f"axis {axis} of size {node.shape(x)[axis]} does not split into {n}")
     parts = K.split(x, indices_or_sections=n, axis=axis)
-    outs = [parts[i] for i in range(n)]
+    outs: list[Expr] = [parts[i] for i in range(n)]
     if node.attrs.bool("squeeze_axis"):
         outs = [K.squeeze(o, axis=[axis]) for o in outs]
     return outs
@@ -1272,6 +1273,7 @@ def _bilinear_resize(node: Node) -> Expr:
     _, _, h, w = node.shape(x)
     mode = a.str("mode", "size")
     sh, sw = a.float("scale_height", 0.0), a.float("scale_width", 0.0)
+    size: tuple[int, ...]
     if mode == "size":
         size = (int(sh * h), int(sw * w)) if "scale_height" in a else (a.int("height"), a.int("width"))
     elif mode == "odd_scale":

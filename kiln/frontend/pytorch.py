@@ -548,7 +548,7 @@ class _JitImport:
 
     def convert(self, node: Any) -> None:
         kind = str(node.kind())
-        ins = [self.value(i) if i in self.env else None for i in node.inputs()]
+        ins: list[Any] = [self.value(i) if i in self.env else None for i in node.inputs()]
         if kind == "prim::Constant":
             out = node.output()
             val = out.toIValue()

@@ -167,7 +167,7 @@ def _binary(kiln_fn: Callable[[Expr, Expr], Expr], py_fn: Callable[[Any, Any], A
     return conv
 
 
-for _names, _fn, _py in [
+_BINARY_OPS: list[tuple[tuple[str, ...], Callable[[Expr, Expr], Expr], Callable[[Any, Any], Any]]] = [
     (("mul", "mul_", "multiply"), K.multiply, lambda x, y: x * y),
     (("maximum", "fmax"), K.maximum, max),
     (("minimum", "fmin"), K.minimum, min),
@@ -184,7 +184,8 @@ for _names, _fn, _py in [
     (("logical_and",), K.logical_and, lambda x, y: bool(x) and bool(y)),
     (("logical_or",), K.logical_or, lambda x, y: bool(x) or bool(y)),
     (("logical_xor",), K.logical_xor, lambda x, y: bool(x) != bool(y)),
-]:
+]
+for _names, _fn, _py in _BINARY_OPS:
     converter(*_names)(_binary(_fn, _py))
 
 
@@ -290,7 +291,7 @@ def _unary(fn: Callable[[Expr], Expr], py: Callable[[Any], Any] | None = None,
     return conv
 
 
-for _names, _fn, _py, _fl in [
+_UNARY_OPS: list[tuple[tuple[str, ...], Callable[[Expr], Expr], Callable[[Any], Any] | None, bool]] = [
     (("neg", "neg_", "negative"), K.negative, lambda v: -v, False),
     (("abs", "abs_"), K.abs, abs, False),
     (("exp", "exp_"), K.exp, math.exp, True),
@@ -314,8 +315,9 @@ for _names, _fn, _py, _fl in [
     (("logical_not",), K.logical_not, lambda v: not v, False),
     (("isnan",), K.isnan, math.isnan, False),
     (("isinf",), K.isinf, math.isinf, False),
-]:
-    converter(*_names)(_unary(_fn, _py, _fl))
+]
+for _names, _ufn, _upy, _fl in _UNARY_OPS:
+    converter(*_names)(_unary(_ufn, _upy, _fl))
 
 
 @converter("bitwise_not")
@@ -548,6 +550,7 @@ def _conv(cx: Cx, x: Expr, w: Expr, b: Any, stride: Any, padding: Any, dilation:
         p = tup(padding, 0)
         pad = p + p
     groups = int(groups)
+    fn: Callable[..., Expr]  # the 1-d and 2-d variants take the same keywords
     if transposed:
         opad = tup(output_padding, 0)
         fn = K.conv.conv2d_transpose if nsp == 2 else K.conv.conv1d_transpose
@@ -825,6 +828,7 @@ def _upsample(cx: Cx, a: Args) -> Expr:
         raise cx.error("neither output_size nor scale factors given")
     nearest = "nearest" in cx.op
     align = bool(a["align_corners"]) if a.has("align_corners") else False
+    kw: dict[str, Any]
     if nearest:
         exact = "exact" in cx.op
         kw = dict(method="nearest_neighbor",
@@ -1560,9 +1564,9 @@ def _rnn(cx: Cx, a: Args) -> Any:
             w_ih, w_hh = params[base], params[base + 1]
             b_ih, b_hh = (params[base + 2], params[base + 3]) if has_bias else (None, None)
             idx = layer * dirs + d
-            h = K.squeeze(K.strided_slice(h0_all, [idx], [idx + 1], axes=[0]), axis=[0])
-            c = (K.squeeze(K.strided_slice(c0_all, [idx], [idx + 1], axes=[0]), axis=[0])
-                 if c0_all is not None else None)
+            h: Expr = K.squeeze(K.strided_slice(h0_all, [idx], [idx + 1], axes=[0]), axis=[0])
+            c: Expr | None = (K.squeeze(K.strided_slice(c0_all, [idx], [idx + 1], axes=[0]), axis=[0])
+                              if c0_all is not None else None)
             xw = K.nn.dense(layer_in, w_ih)  # (seq, batch, gates*hidden)
             if b_ih is not None:
                 xw = K.add(xw, b_ih)
