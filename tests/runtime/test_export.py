@@ -259,10 +259,11 @@ def test_unexportable_library(tmp_path: Path, tiny_graph: str) -> None:
 def test_debug_create_hook(monkeypatch: pytest.MonkeyPatch, tiny_graph: str,
                            tiny_functions: dict) -> None:
     calls: list[tuple[object, ...]] = []
-    fake = types.ModuleType("kiln.contrib.debugger.debug_executor")
+    import kiln.debug  # the real package; only its debug_executor module is replaced
+
+    fake = types.ModuleType("kiln.debug.debug_executor")
     fake.create_from_factory = lambda factory, *devs: calls.append((factory, *devs)) or "debug"
-    monkeypatch.setitem(sys.modules, "kiln.contrib.debugger", types.ModuleType("kiln.contrib.debugger"))
-    monkeypatch.setitem(sys.modules, "kiln.contrib.debugger.debug_executor", fake)
+    monkeypatch.setitem(sys.modules, "kiln.debug.debug_executor", fake)
     lib = NumpyLibrary(tiny_functions)
     factory = GraphExecutorFactoryModule(tiny_graph, lib, {"p0": W})
     assert factory["debug_create"]("default", kiln.cpu()) == "debug"
