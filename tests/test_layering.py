@@ -181,3 +181,20 @@ def test_unknown_attribute_still_fails() -> None:
 
     with pytest.raises(AttributeError, match="no_such_thing"):
         _ = kiln.no_such_thing  # type: ignore[attr-defined]
+
+
+def test_importers_and_the_tuner_import_no_framework() -> None:
+    """Every frontend module, the relay facade and the auto-scheduler import without loading a
+    framework (each is an optional extra, loaded when an importer is called)."""
+    frameworks = ("torch", "tensorflow", "keras", "coremltools", "tflite", "mxnet", "lightgbm", "ray",
+                  "matplotlib")
+    modules = sorted(p.stem for p in (PACKAGE / "frontend").glob("*.py") if p.stem != "__init__")
+    code = ("import importlib, sys\n"
+            f"for m in {modules!r}: importlib.import_module('kiln.frontend.' + m)\n"
+            "import kiln.relay.frontend, kiln.auto_scheduler\n"
+            "from kiln.auto_scheduler import SketchPolicy, TaskScheduler\n"
+            f"print(sorted(f for f in {frameworks!r} if f in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
