@@ -167,6 +167,10 @@ def _print_profile(factory: GraphExecutorFactoryModule, images: np.ndarray) -> N
         report = debug.profile(number=3, repeat=3)
     print("profile    top kernels (debug executor, per-node times):")
     for row in sorted(report.rows, key=lambda r: -r.mean_us)[:3]:
+        roof = (f"  [{row.gflops:.1f} GFLOP/s, {row.roof_percent:.0f}% of the roofline, {row.bound} bound]"
+                if row.flops and row.roof_percent is not None else "")
         print(f"           {row.mean_us:9.1f} us {row.percent:5.1f}%  {row.func}  "
-              f"<- {', '.join(row.source_names) or '-'}")
+              f"<- {', '.join(row.source_names) or '-'}{roof}")
     print(f"           {report.reconciliation()}")
+    if report.peak is not None:
+        print(f"           {report.peak_line()}")

@@ -33,7 +33,7 @@ from kiln.config import settings
 __all__ = ["Peak", "Roofline", "machine_peak", "roofline"]
 
 _CHAINS = 12
-_FMA_ITERS = 1 << 16
+_FMA_ITERS = 1 << 17
 _COPY_BYTES = 256 << 20
 _measured: dict[str, Peak] = {}  # this process's measurements, busy machine or not
 
@@ -158,12 +158,12 @@ def _measure(num_threads: int, target: Any) -> Peak:
     lib.set_num_threads(num_threads)
     fma, copy = lib.kernel("kiln_peak_fma"), lib.kernel("kiln_peak_copy")
     assert fma is not None and copy is not None
-    tasks = 4 * num_threads
+    tasks = 8 * num_threads  # ~10 ms a run: thread wake-ups do not count
     out = np.ones(tasks, dtype=np.float32)
     count = np.array([tasks], dtype=np.int64)
     fma(out, count)  # warm-up: threads started
     best = float("inf")
-    for _ in range(3):
+    for _ in range(5):
         start = time.perf_counter()
         fma(out, count)
         best = min(best, time.perf_counter() - start)
@@ -199,7 +199,8 @@ def machine_peak(num_threads: int | None = None, target: Any = None) -> Peak:
     from kiln.codegen.native import target_compile_flags
 
     threads = max(1, num_threads or settings.num_threads)
-    key = f"{platform.node()}|{os.cpu_count()}|{threads}|{' '.join(target_compile_flags(target or 'c'))}"
+    key = (f"v2|{platform.node()}|{os.cpu_count()}|{threads}|"  # v2: the method of this version
+           f"{' '.join(target_compile_flags(target or 'c'))}")
     path = _cache_path()
     try:
         cached = json.loads(path.read_text())
