@@ -151,20 +151,19 @@ def _int_path(ctx: OpContext) -> bool:
 
 
 # --- convolutions and dense ----------------------------------------------------------------------
-@converter("CONV_2D", quant="int", check=_fused_check("Conv2DOptions"))
-def _conv2d(ctx: OpContext) -> Expr:
-    o = "Conv2DOptions"
-    strides = (max(int(ctx.opt(o, "StrideH", 1)), 1), max(int(ctx.opt(o, "StrideW", 1)), 1))
-    dil = (max(int(ctx.opt(o, "DilationHFactor", 1)), 1), max(int(ctx.opt(o, "DilationWFactor", 1)), 1))
-    xs, ws = ctx.info(0), ctx.info(1)
-    x_shape = ctx.shape(ctx.raw(0))
-    w_shape = ctx.shape(ctx.raw(1))
-    pads = _pads2d(ctx.opt(o, "Padding", 0), x_shape[1:3], w_shape[1:3], strides, dil)
-    groups = x_shape[3] // w_shape[3] if w_shape[3] else 1
-    kw: dict[str, Any] = dict(strides=strides, padding=pads, dilation=dil, groups=groups, channels=w_shape[0],
-              kernel_size=w_shape[1:3], data_layout="NHWC", kernel_layout="OHWI")
-    code = int(ctx.opt(o, "FusedActivationFunction", 0))
+def _strides_dilation(ctx: OpContext, options: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The (H, W) strides and dilation of a convolution's options table (at least 1 each)."""
+    strides = (max(int(ctx.opt(options, "StrideH", 1)), 1), max(int(ctx.opt(options, "StrideW", 1)), 1))
+    dil = (max(int(ctx.opt(options, "DilationHFactor", 1)), 1),
+           max(int(ctx.opt(options, "DilationWFactor", 1)), 1))
+    return strides, dil
+
+
+def _conv_bias_activation(ctx: OpContext, kw: dict[str, Any], code: int) -> Expr:
+    """``conv2d(**kw)`` of inputs 0 and 1, plus the bias (input 2) and the fused activation: in
+    integer arithmetic with one requantization for quantized weights, else in float."""
     if _int_path(ctx):
+        xs, ws = ctx.info(0), ctx.info(1)
         acc_t = _acc_dtype(ctx)
         acc = K.conv.conv2d(_centered(ctx.raw(0), xs, 4, acc_t), _centered(ctx.raw(1), ws, 4, acc_t),
                             out_dtype=acc_t, **kw)
@@ -175,12 +174,23 @@ def _conv2d(ctx: OpContext) -> Expr:
     return activation(ctx, y, code)
 
 
+@converter("CONV_2D", quant="int", check=_fused_check("Conv2DOptions"))
+def _conv2d(ctx: OpContext) -> Expr:
+    o = "Conv2DOptions"
+    strides, dil = _strides_dilation(ctx, o)
+    x_shape = ctx.shape(ctx.raw(0))
+    w_shape = ctx.shape(ctx.raw(1))
+    pads = _pads2d(ctx.opt(o, "Padding", 0), x_shape[1:3], w_shape[1:3], strides, dil)
+    groups = x_shape[3] // w_shape[3] if w_shape[3] else 1
+    kw: dict[str, Any] = dict(strides=strides, padding=pads, dilation=dil, groups=groups, channels=w_shape[0],
+              kernel_size=w_shape[1:3], data_layout="NHWC", kernel_layout="OHWI")
+    return _conv_bias_activation(ctx, kw, int(ctx.opt(o, "FusedActivationFunction", 0)))
+
+
 @converter("DEPTHWISE_CONV_2D", quant="int", check=_fused_check("DepthwiseConv2DOptions"))
 def _depthwise(ctx: OpContext) -> Expr:
     o = "DepthwiseConv2DOptions"
-    strides = (max(int(ctx.opt(o, "StrideH", 1)), 1), max(int(ctx.opt(o, "StrideW", 1)), 1))
-    dil = (max(int(ctx.opt(o, "DilationHFactor", 1)), 1), max(int(ctx.opt(o, "DilationWFactor", 1)), 1))
-    xs, ws = ctx.info(0), ctx.info(1)
+    strides, dil = _strides_dilation(ctx, o)
     x_shape = ctx.shape(ctx.raw(0))
     w_shape = ctx.shape(ctx.raw(1))
     if w_shape[0] != 1 or w_shape[3] % max(x_shape[3], 1):
@@ -189,16 +199,7 @@ def _depthwise(ctx: OpContext) -> Expr:
     kw: dict[str, Any] = dict(strides=strides, padding=pads, dilation=dil, groups=x_shape[3],
                               channels=w_shape[3], kernel_size=w_shape[1:3], data_layout="NHWC",
                               kernel_layout="IHWO")
-    code = int(ctx.opt(o, "FusedActivationFunction", 0))
-    if _int_path(ctx):
-        acc_t = _acc_dtype(ctx)
-        acc = K.conv.conv2d(_centered(ctx.raw(0), xs, 4, acc_t), _centered(ctx.raw(1), ws, 4, acc_t),
-                            out_dtype=acc_t, **kw)
-        return _requantize_acc(ctx, _int_bias(ctx, acc, acc_t), ws, code)
-    y = K.conv.conv2d(ctx.input(0), ctx.input(1), **kw)
-    if ctx.has_input(2):
-        y = ew.add(y, ctx.input(2))
-    return activation(ctx, y, code)
+    return _conv_bias_activation(ctx, kw, int(ctx.opt(o, "FusedActivationFunction", 0)))
 
 
 @converter("TRANSPOSE_CONV", check=_fused_check("TransposeConvOptions"))
