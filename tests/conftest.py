@@ -7,7 +7,6 @@ The suite runs in parallel (``pytest -n auto``, pytest-xdist): tests write only 
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +14,7 @@ import pytest
 from hypothesis import settings as hypothesis_settings
 
 from kiln.config import settings
+from tests import _toolchain
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tvm"
 
@@ -32,17 +32,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--runslow", action="store_true", default=False, help="run slow tests")
 
 
-def _have_cc() -> bool:
-    words = settings.cc.split()
-    return bool(words) and shutil.which(words[0]) is not None
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip ``slow`` tests unless ``--runslow``; skip ``requires_cc`` tests without a C compiler."""
     skip_slow = pytest.mark.skip(reason="slow: run with --runslow")
     skip_cc = pytest.mark.skip(reason=f"no C compiler ({settings.cc!r} not found; set CC)")
     runslow = config.getoption("--runslow")
-    have_cc = _have_cc()
+    have_cc = _toolchain.have_cc()
     for item in items:
         if "slow" in item.keywords and not runslow:
             item.add_marker(skip_slow)

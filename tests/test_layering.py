@@ -1,11 +1,9 @@
-"""Kiln's layers import downward only, ratcheted.
+"""Kiln's layers import downward only.
 
 Every module under ``kiln/`` is parsed with :mod:`ast`; its imports (module level and inside
 functions, and ``importlib.import_module("kiln...")`` with a literal name) are mapped to layers,
-bottom first, as ``docs/internals.md`` lists them. An import of a higher layer fails the test unless
-it is in ``KNOWN_UPWARD`` (today's violations, each with the reason it exists), and an entry there
-that no longer exists fails too, so the list only shrinks: delete the entry when you remove the
-import.
+bottom first, as ``docs/internals.md`` lists them. An import of a higher layer fails the test:
+there are no exceptions.
 
 The same file checks that ``import kiln`` stays light while its subpackages resolve as attributes.
 """
@@ -36,31 +34,6 @@ LAYERS: list[tuple[str, ...]] = [
     ("kiln.frontend", "kiln.debug", "kiln.analysis", "kiln.testing", "kiln.topi"),  # tools
     ("kiln", "kiln.relay", "kiln.contrib", "kiln.cli", "kiln.nd", "kiln.__main__"),  # facades, CLI
 ]
-
-# Today's upward imports, "importer -> imported": delete an entry when its import goes away.
-KNOWN_UPWARD: dict[str, str] = {
-    # runtime -> compiler: the runtime is not yet a standalone bottom layer
-    "kiln.runtime.numpy_library -> kiln.ir.types": "the numpy target runs typed IR functions",
-    "kiln.runtime.numpy_library -> kiln.ir.expr": "the numpy target runs IR functions",
-    "kiln.runtime.numpy_library -> kiln.ir.module": "the numpy target runs IR functions",
-    "kiln.runtime.numpy_library -> kiln.interpreter": "the numpy target is the interpreter",
-    "kiln.runtime.export -> kiln.ir.expr": "exported numpy libraries carry IR functions",
-    "kiln.runtime.export -> kiln.ir.module": "exported numpy libraries carry IR functions",
-    "kiln.runtime.export -> kiln.ir.serialize": "exported numpy libraries carry IR as JSON",
-    "kiln.runtime.factory -> kiln.codegen.compiler": "export_library links with the C compiler",
-    "kiln.runtime.factory -> kiln.debug.debug_executor": "TVM's lib['debug_create'] makes a debug executor",
-    "kiln.runtime.native -> kiln.codegen.compiler": "re-links a library for another host",
-    "kiln.runtime.native -> kiln.target": "checks the host's ISA features against the library's",
-    # ir -> op/relay: the IR knows concrete operators
-    "kiln.ir.expr -> kiln.op": "Expr.astype builds a cast; Op lookup registers every family",
-    "kiln.ir.expr -> kiln.op.registry": "Op(name) looks its definition up in the registry",
-    "kiln.ir.serialize -> kiln.op": "loading IR JSON needs every op's attrs class declared",
-    "kiln.ir -> kiln.relay.op.contrib.register": "tvm.ir.register_op_attr lives in the facade",
-    # compiler -> relay facade: the built-in kiln_c external target lives in the facade
-    "kiln.codegen.external -> kiln.relay.op.contrib": "loads the kiln_c target by string",
-    "kiln.transform.external_target -> kiln.relay.op.contrib": "loads targets by string",
-}
-
 
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
@@ -137,15 +110,10 @@ def test_every_module_has_a_layer() -> None:
         layer_of(_module_name(path))
 
 
-def test_no_new_upward_import() -> None:
-    new = sorted(upward_imports() - set(KNOWN_UPWARD))
-    assert not new, ("upward imports (a layer importing one above it, see docs/internals.md): "
-                     + "; ".join(new))
-
-
-def test_known_upward_imports_still_exist() -> None:
-    gone = sorted(set(KNOWN_UPWARD) - upward_imports())
-    assert not gone, f"fixed, delete from KNOWN_UPWARD in {__file__}: " + "; ".join(gone)
+def test_no_upward_import() -> None:
+    upward = sorted(upward_imports())
+    assert not upward, ("upward imports (a layer importing one above it, see docs/internals.md): "
+                        + "; ".join(upward))
 
 
 def test_checker_sees_function_level_and_string_imports(tmp_path: Path) -> None:

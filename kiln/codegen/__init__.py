@@ -8,9 +8,11 @@ from kiln.codegen.compiler import (
     compile_shared,
     prune_cache,
 )
+from kiln.codegen.numpy_library import NumpyLibrary  # registers the numpy library kind
 
 __all__ = [
     "CacheInfo",
+    "NumpyLibrary",
     "build_native",
     "cache_info",
     "clear_cache",

@@ -35,6 +35,7 @@ from kiln.codegen.c_masked import INTRINSICS_INCLUDE, masked_helpers
 from kiln.codegen.c_parallel import emit_parallel_loop
 from kiln.codegen.c_prelude import (
     SCALAR_PRELUDE,
+    VECTOR_IDIOMS,
     VECTOR_MATH_TABLES,
     int_helper_names,
     vector_math_source,
@@ -184,6 +185,8 @@ class CCodegen:
             lines.append(f"typedef {ct} {name}u __attribute__((vector_size({size * lanes}), "
                          f"aligned({size}), may_alias));")
         text = "\n".join(lines) + ("\n" if lines else "")
+        if lines:
+            text += VECTOR_IDIOMS
         if self.masked_types or self.vector_math:
             text += INTRINSICS_INCLUDE
         for dtype, lanes in sorted(self.masked_types, key=lambda t: (t[1], t[0])):

@@ -39,11 +39,23 @@ from __future__ import annotations
 
 __all__ = [
     "SCALAR_PRELUDE",
+    "VECTOR_IDIOMS",
     "VECTOR_MATH_TABLES",
     "c_float",
     "int_helper_names",
     "vector_math_source",
 ]
+
+# Named vector idioms (GCC vector extensions), defined once a unit declares vector types. V is a
+# vector type, M the integer vector type of its lane masks (all ones or all zeros per lane).
+VECTOR_IDIOMS = r"""/* KILN_SPLAT: x in every lane (x - 0 is exact for every value, -0.0 included, and folds
+   away). KILN_SELECT: lanes of a where mask m is set, else of b. KILN_MAX/KILN_MIN: numpy.maximum
+   and numpy.minimum lane by lane (a NaN in either operand is the result). */
+#define KILN_SPLAT(V, x) ((x) - (V){})
+#define KILN_SELECT(V, M, m, a, b) ((V)((((M)(a)) & (m)) | (((M)(b)) & ~(m))))
+#define KILN_MAX(V, M, a, b) KILN_SELECT(V, M, (((a) > (b)) | ((a) != (a))), a, b)
+#define KILN_MIN(V, M, a, b) KILN_SELECT(V, M, (((a) < (b)) | ((a) != (a))), a, b)
+"""
 
 SCALAR_PRELUDE = r"""#ifndef _GNU_SOURCE
 #define _GNU_SOURCE

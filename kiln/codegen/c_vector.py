@@ -354,9 +354,7 @@ class VectorBody:
         if val.kind == "s":
 
             scalar = val.code if val.dtype == dtype else f"({c_type(dtype)})({val.code})"
-            # scalar - 0 broadcasts the scalar and is exact for every value (-0.0 included);
-            # the compiler folds the subtraction away
-            return f"({scalar} - ({vt}){{}})"
+            return f"KILN_SPLAT({vt}, {scalar})"
         if val.kind == "m":
             bytemask = self.convert_mask(val, 8)
             return f"(({vt})({bytemask} & 1))"
@@ -378,11 +376,12 @@ class VectorBody:
         return self.convert_mask(nonzero, bits)
 
     def blend(self, mask: str, a: str, b: str, dtype: str) -> str:
+        """``a`` where the lanes of ``mask`` are set, else ``b``."""
         vt = self.vtype(dtype)
         it = self.mtype(element_bits(dtype))
         if not mask.isidentifier():
             mask = self.temp(it, mask)
-        return f"({vt})((({it}){a} & {mask}) | (({it}){b} & ~{mask}))"
+        return f"KILN_SELECT({vt}, {it}, {mask}, {a}, {b})"
 
     # --- expressions --------------------------------------------------------------------------
     def expr(self, e: PrimExpr) -> _VVal:
@@ -482,10 +481,10 @@ class VectorBody:
             if E.is_float_dtype(dt) and _number(y):
                 # y is not NaN: take it where it wins, else x (NaN included) in one comparison
                 return _VVal(self.temp(vt, self.blend(f"({b} {op} {a})", b, a, dt)), "v", dt)
-            mask = f"({a} {op} {b})"
-            if E.is_float_dtype(dt):
-                mask = f"({mask} | ({a} != {a}))"
-            return _VVal(self.temp(vt, self.blend(mask, a, b, dt)), "v", dt)
+            if E.is_float_dtype(dt):  # NaN propagates, as numpy.maximum / numpy.minimum
+                it = self.mtype(element_bits(dt))
+                return _VVal(self.temp(vt, f"KILN_{e.kind.upper()}({vt}, {it}, {a}, {b})"), "v", dt)
+            return _VVal(self.temp(vt, self.blend(f"({a} {op} {b})", a, b, dt)), "v", dt)
         return self._lanewise(e)
 
     def _select(self, cond: PrimExpr, t: PrimExpr, f: PrimExpr, dt: str) -> _VVal:

@@ -8,7 +8,7 @@ fused kernel. :func:`lower_external` is the build's side of that contract.
 
 Kiln ships one real external codegen, :func:`c_codegen` (targets ``kiln_c`` and ``ccompiler``):
 each partitioned function becomes one C function, written op by op from a table of C templates
-(float32 tensors; the ops and attributes :mod:`kiln.relay.op.contrib.kiln_c` declares), compiled
+(float32 tensors; the ops and attributes :mod:`kiln.codegen.external_kiln_c` declares), compiled
 as its own shared library with its own flags (``-O2 -ffp-contract=off``, reductions accumulated in
 double) apart from the main C build. Constants the partition bound into a function (weights) are
 not pasted into the C source: the library keeps them and passes them after the outputs.
@@ -16,7 +16,6 @@ not pasted into the C source: the library keeps them and passes them after the o
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from math import prod
@@ -73,9 +72,15 @@ def register_codegen(compiler: str, codegen: ExternalCodegen, override: bool = F
     _CODEGENS[compiler] = codegen
 
 
+def _load_kiln_c() -> None:
+    # Kiln's own target (its C templates and codegens) registers into this module's tables; it
+    # imports this module, so it is loaded on first use (``import kiln`` loads it too).
+    from kiln.codegen import external_kiln_c  # noqa: F401
+
+
 def registered_codegens() -> list[str]:
     """Names of the compilers with a registered external codegen (Kiln's own included)."""
-    importlib.import_module("kiln.relay.op.contrib")  # registers Kiln's own codegens
+    _load_kiln_c()
     return sorted(_CODEGENS)
 
 
@@ -132,6 +137,37 @@ def external_functions(mod: IRModule) -> dict[str, dict[str, Function]]:
     return out
 
 
+def _outline_inline_external(mod: IRModule) -> IRModule:
+    """``mod`` with each ``Compiler`` function literal that ``main`` calls made a global function
+    named by its ``global_symbol`` (TVM's build takes external functions inline or global)."""
+    found: dict[str, Function] = {}
+
+    def outline(new: Expr, old: Expr) -> Expr | None:
+        if not (isinstance(new, Call) and isinstance(new.op, Function)):
+            return None
+        compiler = new.op.attrs.get("Compiler")
+        if not (isinstance(compiler, str) and compiler):
+            return None
+        symbol = str(new.op.attrs.get("global_symbol") or f"{compiler}_{len(found)}")
+        if symbol in mod or (symbol in found and found[symbol] is not new.op):
+            raise CompileError(f"external function symbol {symbol!r} (Compiler={compiler!r}) names "
+                               "two different functions")
+        found[symbol] = new.op
+        out = Call(GlobalVar(symbol), new.args, new.attrs, source_names=new.source_names)
+        if old.has_type:
+            out._set_checked_type(old.checked_type)
+        return out
+
+    main = rewrite(mod["main"], outline, into_functions=False)
+    if not found:
+        return mod
+    out = mod.copy()
+    for symbol, fn in found.items():
+        out[symbol] = fn
+    out["main"] = main
+    return out
+
+
 def lower_external(mod: IRModule) -> tuple[Function, list[KernelLibrary]]:
     """Compile the external functions ``main`` calls; the build's hook.
 
@@ -149,6 +185,7 @@ def lower_external(mod: IRModule) -> tuple[Function, list[KernelLibrary]]:
     libraries : list of KernelLibrary
         One library per compiler; the build imports them into the main library.
     """
+    mod = _outline_inline_external(mod)
     # Constants a region uses become extra parameters, passed by main: graph codegen then lifts
     # them into the build's params like any weight, and the region kernels hold no data (so the
     # whole build exports as one library).
@@ -286,7 +323,7 @@ _C_EMITTERS: dict[str, CEmitter] = {}
 
 
 def c_emitter(*op_names: str) -> Callable[[CEmitter], CEmitter]:
-    """Register the C template of operators (see :mod:`kiln.relay.op.contrib.kiln_c`).
+    """Register the C template of operators (see :mod:`kiln.codegen.external_kiln_c`).
 
     The template gets the call, its input buffers and its output buffers, and returns C
     statements (without indentation) computing the outputs.
@@ -415,7 +452,7 @@ def c_source(functions: Mapping[str, Function]) -> tuple[str, dict[str, tuple[Si
     (str, dict)
         The source, and per symbol its (signature, constants).
     """
-    importlib.import_module("kiln.relay.op.contrib")  # registers the C templates
+    _load_kiln_c()
     parts = [_C_PRELUDE]
     kernels: dict[str, tuple[Signature, list[np.ndarray]]] = {}
     for symbol, fn in functions.items():

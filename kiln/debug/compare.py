@@ -353,8 +353,9 @@ def _carried_names(node: Any) -> list[str]:
     """The source names a node computes a part of, for deciding which node finishes a source node.
 
     Layout transforms inserted by the build inherit the names of the node they serve without
-    computing any of it: a node of layout transforms only carries nothing, and a node that starts
-    with one does not carry its first name.
+    computing any of it, and so do the reshapes of a value held in a blocked layout: a node of
+    data movement only (layout transforms, reshapes, transposes) carries nothing, and a node that
+    starts with data movement does not carry its first name.
     """
     from kiln.debug.dump import fused_ops
 
@@ -362,7 +363,9 @@ def _carried_names(node: Any) -> list[str]:
     if node.is_input or node.func_name == "__nop" or _LAYOUT_ONLY.fullmatch(node.func_name):
         return []
     ops = fused_ops(node.func_name)
-    return names[1:] if ops and ops[0] == "layout_transform" else names
+    if ops and all(op in _TAIL_OPS for op in ops):
+        return []  # it only moves the value of the node below it (a squeeze held blocked, ...)
+    return names[1:] if ops and ops[0] in _TAIL_OPS else names
 
 
 def _last_carriers(graph: Any) -> dict[str, int]:
@@ -461,7 +464,7 @@ class _FunctionView:
     def layout(self, expr: Any) -> str | None:
         """The layout a value of the function is in (an attribute of its operation, or inherited
         from an argument of the same rank), None when it is the source model's."""
-        from kiln.ir.expr import Call, TupleGetItem, Var
+        from kiln.ir.expr import Call, Tuple, TupleGetItem, Var
 
         key = id(expr)
         if key in self._layouts:
@@ -476,7 +479,9 @@ class _FunctionView:
             ndim = len(shape) if shape is not None else -1
             result = _explicit_layout(expr, ndim)
             if result is None:
-                for arg in expr.args:
+                # a concatenate's fields are arguments too
+                args = [f for a in expr.args for f in (a.fields if isinstance(a, Tuple) else (a,))]
+                for arg in args:
                     arg_shape = _shape(arg)
                     if arg_shape is not None and len(arg_shape) == ndim:
                         result = self.layout(arg)

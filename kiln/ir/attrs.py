@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform
 
 import numpy as np
 
-__all__ = ["Attrs", "DictAttrs", "attrs_class", "freeze_value"]
+__all__ = ["Attrs", "DictAttrs", "attrs_class", "attrs_class_for", "freeze_value"]
 
 
 def freeze_value(value: Any) -> Any:
@@ -108,11 +108,28 @@ def attrs_class(type_key: str, always_print: tuple[str, ...] = ()) -> Callable[[
     """
 
     def wrap(cls: type[_C]) -> type[_C]:
+        held = _BY_TYPE_KEY.get(type_key)
+        if held is not None and (held.__module__, held.__qualname__) != (cls.__module__,
+                                                                         cls.__qualname__):
+            raise ValueError(f"attrs type key {type_key!r} of {cls.__module__}.{cls.__qualname__} "
+                             f"is already declared by {held.__module__}.{held.__qualname__}")
         cls.type_key = type_key
         cls.always_print = always_print
-        return dataclasses.dataclass(frozen=True)(cls)
+        made = dataclasses.dataclass(frozen=True)(cls)
+        _BY_TYPE_KEY[type_key] = made
+        return made
 
     return wrap
+
+
+# Every attrs class by its type key (IR JSON names attrs by key); filled by attrs_class.
+_BY_TYPE_KEY: dict[str, type[Attrs]] = {}
+
+
+def attrs_class_for(type_key: str) -> type[Attrs] | None:
+    """The attrs class declared with ``type_key``, or None (every operator's attrs class is
+    declared once ``kiln`` is imported)."""
+    return _BY_TYPE_KEY.get(type_key)
 
 
 class DictAttrs(Mapping[str, Any]):

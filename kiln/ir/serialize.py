@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from kiln.errors import RuntimeFormatError
-from kiln.ir.attrs import Attrs, DictAttrs
+from kiln.ir.attrs import Attrs, DictAttrs, attrs_class_for
 from kiln.ir.expr import (
     Call,
     Constant,
@@ -102,18 +102,6 @@ def _dec_value(v: Any) -> Any:
     return v
 
 
-def _attrs_classes() -> dict[str, type]:
-    import kiln.op  # noqa: F401  (declares every attrs class)
-
-    found: dict[str, type] = {}
-    stack = list(Attrs.__subclasses__())
-    while stack:
-        cls = stack.pop()
-        found.setdefault(cls.type_key, cls)
-        stack.extend(cls.__subclasses__())
-    return found
-
-
 def _enc_attrs(attrs: Any, where: str) -> Any:
     if attrs is None:
         return None
@@ -125,18 +113,17 @@ def _enc_attrs(attrs: Any, where: str) -> Any:
     raise _error(f"cannot save {where}: attrs of type {type(attrs).__name__}")
 
 
-def _dec_attrs(raw: Any, classes: dict[str, type] | None) -> tuple[Any, dict[str, type] | None]:
+def _dec_attrs(raw: Any) -> Any:
     if raw is None:
-        return None, classes
+        return None
     key, fields = raw.get("type_key"), raw.get("fields")
     if key == "DictAttrs":
-        return DictAttrs(_dec_value(fields)), classes
-    if classes is None:
-        classes = _attrs_classes()
-    if key not in classes:
+        return DictAttrs(_dec_value(fields))
+    cls = attrs_class_for(key) if isinstance(key, str) else None
+    if cls is None:
         raise _error(f"unknown attrs type key {key!r}")
     try:
-        return classes[key](**{k: _dec_value(v) for k, v in fields.items()}), classes
+        return cls(**{k: _dec_value(v) for k, v in fields.items()})
     except TypeError as e:
         raise _error(f"cannot rebuild {key}: {e}") from None
 
@@ -207,7 +194,6 @@ class _Decoder:
     def __init__(self, records: list[Any]):
         self.records = records
         self.built: list[Expr] = []
-        self.classes: dict[str, type] | None = None
 
     def get(self, i: Any, at: int) -> Expr:
         if not isinstance(i, int) or not 0 <= i < len(self.built):
@@ -243,7 +229,7 @@ class _Decoder:
                 callee = GlobalVar(op["GlobalVar"])
             else:
                 callee = self.get(op, at)
-            attrs, self.classes = _dec_attrs(rec["attrs"], self.classes)
+            attrs = _dec_attrs(rec["attrs"])
             return Call(callee, [self.get(a, at) for a in rec["args"]], attrs,
                         source_names=tuple(rec["source_names"]))
         if kind == "Tuple":

@@ -12,12 +12,18 @@
                               isa_features: the CPU features (/proc/cpuinfo names) the
                               compiled code needs; load_module refuses it on a CPU without them
 
-**Numpy container** (``export_library`` of a ``numpy``-target build)::
+**Container** (``export_library`` of a build whose kernels are not compiled code, e.g. the
+``numpy`` target's)::
 
-    8 bytes "KILNPKG\\0", u32 format version (1), u32 reserved
+    8 bytes "KILNPKG\\0", u32 format version (1 or 2), u32 reserved
+    version 2 only: u64-length string: the library kind (its ``type_key``)
     u64 size + the module blob symbol contents (as above, size-prefixed)
-    u64 size + the fused functions as Kiln IR JSON (:mod:`kiln.ir.serialize`)
+    u64 size + the library's payload, written and read by its kind
     32 bytes: SHA-256 of everything before
+
+Version 1 names no kind: it holds a ``numpy`` library (payload: the fused functions as Kiln IR
+JSON), and ``numpy`` containers are still written as version 1. Library kinds are registered with
+:func:`kiln.runtime.module.register_library_kind`; the runtime itself knows none of their formats.
 
 Every read is bounds-checked; problems raise :class:`~kiln.errors.RuntimeFormatError` saying what
 was wrong and where.
@@ -31,17 +37,17 @@ import struct
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from kiln.errors import KilnError, RuntimeFormatError
-from kiln.ir.expr import Function
-from kiln.ir.module import IRModule
+from kiln.errors import RuntimeFormatError
 from kiln.runtime.graph_json import GraphJSON, parse_graph_json
 from kiln.runtime.ndarray import NDArray
 from kiln.runtime.params import ByteReader, ByteWriter, as_numpy
 
 __all__ = [
+    "BLOB_SYMBOL",
     "CONTAINER_MAGIC",
+    "Container",
     "FACTORY_KEY",
     "METADATA_KEY",
     "ModuleBlob",
@@ -52,10 +58,12 @@ __all__ = [
     "write_container",
 ]
 
+BLOB_SYMBOL = "__tvm_dev_mblob"
 FACTORY_KEY = "GraphExecutorFactory"
 METADATA_KEY = "kiln_metadata"
 CONTAINER_MAGIC = b"KILNPKG\x00"
-CONTAINER_VERSION = 1
+CONTAINER_VERSION = 2  # the newest version this Kiln reads and writes
+_V1_KIND = "numpy"  # the kind of every version 1 container
 
 
 @dataclass(frozen=True)
@@ -174,58 +182,63 @@ def decode_module_blob(data: bytes | memoryview, what: str = "module blob") -> M
     return ModuleBlob(graph_json, params, module_name, metadata)
 
 
-def write_container(blob_symbol: bytes, functions: Mapping[str, Function]) -> bytes:
-    """The portable container holding a module blob and the fused functions.
+class Container(NamedTuple):
+    """The parts of a container: the library kind, the module blob and the library's payload."""
+
+    kind: str
+    blob: bytes
+    payload: bytes
+
+
+def write_container(blob_symbol: bytes, payload: bytes, kind: str = _V1_KIND) -> bytes:
+    """The portable container holding a module blob and a kernel library's payload.
 
     Parameters
     ----------
     blob_symbol : bytes
         :func:`encode_module_blob` output.
-    functions : mapping of str to Function
-        The fused functions, by kernel symbol.
+    payload : bytes
+        The library, as its kind writes it.
+    kind : str
+        The library kind (its ``type_key``); ``numpy`` libraries are written as version 1, the
+        format every Kiln reads.
     """
-    from kiln.ir.serialize import save_json
-
-    ir_text = save_json(IRModule(dict(functions))).encode("utf-8")
-    body = (CONTAINER_MAGIC + struct.pack("<II", CONTAINER_VERSION, 0)
-            + struct.pack("<Q", len(blob_symbol)) + blob_symbol
-            + struct.pack("<Q", len(ir_text)) + ir_text)
+    if kind == _V1_KIND:
+        head = CONTAINER_MAGIC + struct.pack("<II", 1, 0)
+    else:
+        w = ByteWriter()
+        w.string(kind)
+        head = CONTAINER_MAGIC + struct.pack("<II", CONTAINER_VERSION, 0) + w.getvalue()
+    body = (head + struct.pack("<Q", len(blob_symbol)) + blob_symbol
+            + struct.pack("<Q", len(payload)) + payload)
     return body + hashlib.sha256(body).digest()
 
 
-def read_container(data: bytes, what: str = "numpy container") -> tuple[bytes, dict[str, Function]]:
-    """Split a container into its module blob symbol contents and its fused functions.
+def read_container(data: bytes, what: str = "container") -> Container:
+    """Split a container into its library kind, module blob symbol contents and payload.
 
     Raises
     ------
     RuntimeFormatError
-        Wrong magic or version, truncation, a checksum mismatch or unreadable IR.
+        Wrong magic or version, truncation or a checksum mismatch.
     """
-    from kiln.ir.serialize import load_json
-
     r = ByteReader(data, what, RuntimeFormatError)
     magic = bytes(r.raw(8, "magic"))
     if magic != CONTAINER_MAGIC:
-        raise r.fail(f"not a Kiln numpy container (magic {magic!r})", 0)
+        raise r.fail(f"not a Kiln container (magic {magic!r})", 0)
     r.need(8, "format version")
     version, _ = struct.unpack_from("<II", r.data, r.offset)
-    if version != CONTAINER_VERSION:
-        raise r.fail(f"format version {version} is not supported (this Kiln reads "
-                     f"{CONTAINER_VERSION})")
+    if version not in (1, CONTAINER_VERSION):
+        raise r.fail(f"format version {version} is not supported (this Kiln reads versions 1 "
+                     f"to {CONTAINER_VERSION})")
     r.offset += 8
+    kind = _V1_KIND if version == 1 else r.string("library kind")
     blob = bytes(r.raw(r.count("module blob size", 1), "module blob"))
-    ir_text = bytes(r.raw(r.count("IR size", 1), "fused functions"))
+    payload = bytes(r.raw(r.count("payload size", 1), "library payload"))
     body_end = r.offset
     digest = bytes(r.raw(32, "checksum"))
     if r.remaining:
         raise r.fail(f"{r.remaining} unexpected byte(s) after the checksum")
     if hashlib.sha256(data[:body_end]).digest() != digest:
         raise RuntimeFormatError(f"{what}: checksum mismatch: the file is corrupt")
-    try:
-        mod = load_json(ir_text)
-    except KilnError as e:
-        raise RuntimeFormatError(f"{what}: fused functions are unreadable: {e}") from None
-    if not isinstance(mod, IRModule):
-        raise RuntimeFormatError(f"{what}: fused functions are not stored as a module")
-    return blob, {gv.name_hint: fn for gv, fn in mod.items()}
-
+    return Container(kind, blob, payload)

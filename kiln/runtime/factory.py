@@ -3,7 +3,8 @@
 It holds the graph JSON, the kernel library and the params, creates executors with the params
 already set (``factory["default"](dev)``), and exports everything as one file
 (``export_library``): a shared library with the kernels and an embedded module blob for the ``c``
-target, Kiln's portable container for the ``numpy`` target. Like NNVM's build result it also
+target, Kiln's portable container for the libraries of a registered kind (the ``numpy``
+target's; :func:`kiln.runtime.module.register_library_kind`). Like NNVM's build result it also
 unpacks as ``graph_json, lib, params = relay.build(...)``.
 """
 
@@ -23,7 +24,7 @@ from kiln.runtime.export import (
 )
 from kiln.runtime.graph_executor import GraphExecutor
 from kiln.runtime.graph_json import GraphJSON, parse_graph_json
-from kiln.runtime.module import Module
+from kiln.runtime.module import Module, library_kind_of, registered_library_kinds
 from kiln.runtime.ndarray import Device, NDArray
 from kiln.runtime.params import as_numpy, save_param_dict
 
@@ -115,7 +116,7 @@ class GraphExecutorFactoryModule(Module):
         if name != self.libmod_name:
             raise KilnError(f"debug_create: this factory builds module {self.libmod_name!r}, not "
                             f"{name!r}")
-        from kiln.debug.debug_executor import create_from_factory
+        from kiln.runtime.debug_executor import create_from_factory
 
         return create_from_factory(self, *devices)
 
@@ -149,7 +150,7 @@ class GraphExecutorFactoryModule(Module):
         ----------
         file_name : str or Path
             Where to write: a shared library for compiled kernels, Kiln's portable container for
-            the ``numpy`` target.
+            a library of a registered kind (the ``numpy`` target's).
 
         Raises
         ------
@@ -158,7 +159,6 @@ class GraphExecutorFactoryModule(Module):
             linking fails.
         """
         from kiln.runtime.native import NativeLibrary
-        from kiln.runtime.numpy_library import NumpyLibrary
 
         path = Path(file_name)
         blob = self.module_blob()
@@ -167,7 +167,7 @@ class GraphExecutorFactoryModule(Module):
             if not self.lib.sources and not extra and self.lib.module_blob() == blob:
                 shutil.copyfile(self.lib.path, path)  # a loaded artifact, exported unchanged
                 return
-            from kiln.codegen.compiler import compile_shared
+            from kiln.runtime.toolchain import compile_shared
 
             inputs = [p for lib in (self.lib, *extra) for p in lib.link_inputs()]
             compile_shared(inputs, path, blob=blob, extra_flags=self.lib.compile_flags)
@@ -175,16 +175,18 @@ class GraphExecutorFactoryModule(Module):
             raise KilnError("this build runs external-compiler regions as compiled code next to "
                             f"Module[{self.lib.type_key}] kernels; only a build for the c target "
                             "exports them into one file")
-        elif isinstance(self.lib, NumpyLibrary):
-            data = write_container(blob, self.lib.functions)
+        elif (kind := library_kind_of(self.lib)) is not None:
+            data = write_container(blob, kind.save(self.lib), kind.type_key)
             tmp = path.with_name(f".{path.name}.tmp")
             tmp.write_bytes(data)
             tmp.replace(path)
         else:
+            kinds = ", ".join(["c", *registered_library_kinds()])
             raise KilnError(f"cannot export a build whose kernels are a Module[{self.lib.type_key}]; "
-                            "only compiled (c) and numpy libraries can be exported")
+                            f"only compiled (c) libraries and registered library kinds ({kinds}) "
+                            "can be exported")
 
-    def save_params(self) -> bytes:
+    def save_params(self) -> bytearray:
         """The params as a params blob (``relay.save_param_dict(factory.get_params())``)."""
         return save_param_dict(self.params)
 

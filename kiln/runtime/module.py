@@ -9,18 +9,23 @@ dtypes the kernel was built for) and writes the outputs in place.
 Kernel libraries:
 
 - :class:`~kiln.runtime.native.NativeLibrary`: compiled C in a shared library (the ``c`` target);
-- :class:`~kiln.runtime.numpy_library.NumpyLibrary`: fused functions run by the reference
-  interpreter (the ``numpy`` target);
-- :class:`~kiln.runtime.numpy_library.PythonLibrary`: plain Python callables (custom kernels).
+- :class:`~kiln.runtime.python_library.PythonLibrary`: plain Python callables (custom kernels);
+- libraries the compiler defines, such as the ``numpy`` target's
+  (:class:`kiln.codegen.numpy_library.NumpyLibrary`: fused functions run by the reference
+  interpreter).
 
-:func:`load_module` reads what ``export_library`` wrote: a Kiln shared library or Kiln's portable
-container for the ``numpy`` target, and returns the ``GraphExecutorFactory`` module it holds.
+:func:`load_module` reads what ``export_library`` wrote: a Kiln shared library, or Kiln's portable
+container (:mod:`kiln.runtime.export`) holding a library of a kind registered with
+:func:`register_library_kind` (the ``numpy`` kind registers itself when ``kiln`` is imported),
+and returns the ``GraphExecutorFactory`` module it holds. The runtime imports nothing from the
+compiler: a library kind it does not know is a clear :class:`~kiln.errors.RuntimeFormatError`.
 """
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +38,15 @@ __all__ = [
     "Kernel",
     "KernelError",
     "KernelLibrary",
+    "LibraryKind",
     "Module",
     "Signature",
     "check_args",
+    "library_kind",
+    "library_kind_of",
     "load_module",
+    "register_library_kind",
+    "registered_library_kinds",
 ]
 
 
@@ -225,6 +235,102 @@ class KernelLibrary(Module):
         return self.kernel(name)
 
 
+# --- library kinds: kernel libraries exported as a payload -------------------------------------
+
+@dataclass(frozen=True)
+class LibraryKind:
+    """How libraries of one kind are written into, and read back from, an exported container.
+
+    Attributes
+    ----------
+    type_key : str
+        The kind's name: the libraries' ``type_key``, recorded in the container.
+    library_type : type
+        The :class:`KernelLibrary` subclass it exports.
+    save : callable
+        ``save(library) -> bytes``: the library's payload.
+    load : callable
+        ``load(payload, what) -> KernelLibrary``: the library back; raises
+        :class:`~kiln.errors.RuntimeFormatError` naming ``what`` (the file) on bad data.
+    """
+
+    type_key: str
+    library_type: type[KernelLibrary]
+    save: Callable[[Any], bytes]
+    load: Callable[[bytes, str], KernelLibrary]
+
+
+_KINDS: dict[str, LibraryKind] = {}
+
+
+def register_library_kind(type_key: str, library_type: type[KernelLibrary],
+                          save: Callable[[Any], bytes],
+                          load: Callable[[bytes, str], KernelLibrary]) -> LibraryKind:
+    """Make libraries of ``library_type`` exportable to, and loadable from, Kiln's container.
+
+    The module defining a library kind registers it when it is imported (TVM registers a
+    module's ``runtime.module.loadbinary_<type_key>`` the same way). Registering a kind again
+    replaces it.
+
+    Parameters
+    ----------
+    type_key : str
+        The kind's name, recorded in exported files.
+    library_type : type
+        The kernel library class (instances of subclasses are exported as this kind too).
+    save : callable
+        ``save(library) -> bytes``.
+    load : callable
+        ``load(payload, what) -> KernelLibrary``.
+
+    Returns
+    -------
+    LibraryKind
+        The registered kind.
+
+    Examples
+    --------
+    >>> register_library_kind("numpy", NumpyLibrary, save_numpy, load_numpy)  # doctest: +SKIP
+    """
+    if not (isinstance(library_type, type) and issubclass(library_type, KernelLibrary)):
+        raise TypeError(f"register_library_kind({type_key!r}): library_type must be a "
+                        f"KernelLibrary subclass, got {library_type!r}")
+    kind = LibraryKind(type_key, library_type, save, load)
+    _KINDS[type_key] = kind
+    return kind
+
+
+def registered_library_kinds() -> list[str]:
+    """The names of the registered library kinds, sorted."""
+    return sorted(_KINDS)
+
+
+def library_kind(type_key: str, what: str = "load_module") -> LibraryKind:
+    """The registered kind ``type_key``.
+
+    Raises
+    ------
+    RuntimeFormatError
+        No kind of that name is registered (the message names ``what`` and the known kinds).
+    """
+    kind = _KINDS.get(type_key)
+    if kind is None:
+        known = ", ".join(registered_library_kinds()) or "none"
+        raise RuntimeFormatError(f"{what}: holds a library of kind {type_key!r}, but no such "
+                                 f"library kind is registered (registered: {known}); import the "
+                                 "module that defines it (import kiln registers the compiler's "
+                                 "kinds, numpy among them)")
+    return kind
+
+
+def library_kind_of(library: Module) -> LibraryKind | None:
+    """The registered kind ``library`` is an instance of, or None."""
+    for kind in _KINDS.values():
+        if isinstance(library, kind.library_type):
+            return kind
+    return None
+
+
 # --- loading exported files --------------------------------------------------------------------
 
 def load_module(path: str | Path, fmt: str = "") -> Module:
@@ -233,7 +339,7 @@ def load_module(path: str | Path, fmt: str = "") -> Module:
     Parameters
     ----------
     path : str or Path
-        A Kiln shared library (``.so``) or a Kiln ``numpy`` container.
+        A Kiln shared library (``.so``) or a Kiln container (e.g. a ``numpy``-target export).
     fmt : str
         Accepted for TVM compatibility; the format is recognised from the file's contents.
 
@@ -247,7 +353,8 @@ def load_module(path: str | Path, fmt: str = "") -> Module:
     Raises
     ------
     RuntimeFormatError
-        The file is missing, truncated, corrupt or not a Kiln artifact; the message says which.
+        The file is missing, truncated, corrupt or not a Kiln artifact, or holds a library of a
+        kind that is not registered; the message says which.
     CPUFeatureError
         The library was compiled for CPU features this CPU lacks (its metadata's
         ``isa_features``); the message names them.
@@ -256,7 +363,6 @@ def load_module(path: str | Path, fmt: str = "") -> Module:
     from kiln.runtime.factory import GraphExecutorFactoryModule
     from kiln.runtime.graph_json import parse_graph_json
     from kiln.runtime.native import NativeLibrary
-    from kiln.runtime.numpy_library import NumpyLibrary
 
     path = Path(path)
     if not path.is_file():
@@ -273,10 +379,11 @@ def load_module(path: str | Path, fmt: str = "") -> Module:
         return GraphExecutorFactoryModule(blob.graph_json, lib, blob.params, blob.module_name,
                                           blob.metadata)
     if head.startswith(CONTAINER_MAGIC):
-        payload, functions = read_container(path.read_bytes(), str(path))
-        blob = decode_module_blob(payload, f"module blob in {path}")
-        numpy_lib = NumpyLibrary(functions)
-        return GraphExecutorFactoryModule(blob.graph_json, numpy_lib, blob.params,
+        container = read_container(path.read_bytes(), str(path))
+        kind = library_kind(container.kind, str(path))
+        blob = decode_module_blob(container.blob, f"module blob in {path}")
+        kernels = kind.load(container.payload, str(path))
+        return GraphExecutorFactoryModule(blob.graph_json, kernels, blob.params,
                                           blob.module_name, blob.metadata)
     raise RuntimeFormatError(f"load_module: {path} is neither a Kiln shared library nor a Kiln "
-                             f"numpy container (it starts with {head[:8]!r})")
+                             f"container (it starts with {head[:8]!r})")

@@ -37,12 +37,13 @@ import numpy as np
 
 from kiln.config import settings
 from kiln.errors import CPUFeatureError, RuntimeFormatError
+from kiln.runtime.export import BLOB_SYMBOL, decode_module_blob
+from kiln.runtime.isa import X86_MACRO_FEATURES
 from kiln.runtime.module import Kernel, KernelError, KernelLibrary, Module, Signature, check_args
 
 __all__ = ["NativeKernel", "NativeLibrary", "PlanEntry", "RunPlan", "check_elf", "cpu_features",
            "library_features", "missing_cpu_features"]
 
-BLOB_SYMBOL = "__tvm_dev_mblob"
 THREADS_SYMBOL = "kiln_set_num_threads"
 RUN_PLAN_SYMBOL = "kiln_run_plan"
 _ARGV = ctypes.POINTER(ctypes.c_void_p)
@@ -133,8 +134,6 @@ def missing_cpu_features(required: Iterable[str]) -> list[str]:
     have = cpu_features()
     if have is None:
         return []
-    from kiln.target import X86_MACRO_FEATURES
-
     order = {f: i for i, f in enumerate(X86_MACRO_FEATURES.values())}
     order["avx512f"] = -1
     return sorted((f for f in set(required) if f not in have),
@@ -314,8 +313,6 @@ class NativeLibrary(KernelLibrary):
             payload = self.module_blob()
             if payload is None:
                 return None
-            from kiln.runtime.export import decode_module_blob
-
             self._blob = decode_module_blob(payload, f"module blob in {self.path}")
         return self._blob
 
@@ -415,7 +412,8 @@ class NativeLibrary(KernelLibrary):
         return "\n".join(texts)
 
     def export_library(self, file_name: str | Path) -> None:
-        """Write the kernels (without a graph) as one shared library.
+        """Write the kernels (without a graph) as one shared library, with those of the compiled
+        libraries it imports (external-compiler regions), as TVM's ``export_library``.
 
         Parameters
         ----------
@@ -423,13 +421,17 @@ class NativeLibrary(KernelLibrary):
             The ``.so`` to write: linked again from the sources when they are known, otherwise a
             copy of the loaded file.
         """
+        from kiln.runtime.factory import _imported_native_libraries
+
         path = Path(file_name)
-        if not self.sources:
+        extra = _imported_native_libraries(self)  # external-compiler regions, linked in as TVM's
+        if not self.sources and not extra:
             shutil.copyfile(self.path, path)
             return
-        from kiln.codegen.compiler import compile_shared
+        from kiln.runtime.toolchain import compile_shared
 
-        compile_shared(self.link_inputs(), path, extra_flags=self.compile_flags)
+        inputs = [p for lib in (self, *extra) for p in lib.link_inputs()]
+        compile_shared(inputs, path, extra_flags=self.compile_flags)
 
     def __repr__(self) -> str:
         return f"NativeLibrary({self.path})"

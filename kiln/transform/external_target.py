@@ -7,22 +7,23 @@ it can check attributes, shapes and dtypes. A target may also give one predicate
 operator. ``AnnotateTarget`` consults this registry; :mod:`kiln.codegen.external` compiles what
 was partitioned.
 
-Kiln's own targets are declared in :mod:`kiln.relay.op.contrib` and loaded on first lookup.
+The predicates live in the IR's operator attribute maps (:mod:`kiln.ir.op_table`). Kiln's own
+target ``kiln_c`` is declared with its C templates by :mod:`kiln.codegen.external_kiln_c`, which
+``import kiln`` loads.
 TVM targets that Kiln does not have (``"dnnl"``, ``"tensorrt"``, ...) are known by name, so asking
 for them fails with a clear "not available" error instead of partitioning nothing.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kiln.errors import KilnError
+from kiln.errors import ExternalTargetError
+from kiln.ir import op_table
 from kiln.ir.expr import Call, Op
-from kiln.op.registry import all_ops, get_op_def
 
 __all__ = [
     "UNAVAILABLE_TARGETS",
@@ -39,10 +40,6 @@ __all__ = [
 ]
 
 Predicate = Callable[..., bool]
-
-
-class ExternalTargetError(KilnError):
-    """An external target is unknown, not available in Kiln, or declared twice."""
 
 
 class ExternalTargetUnavailable(ExternalTargetError, ImportError):
@@ -90,15 +87,6 @@ class ExternalTarget:
 
 
 _TARGETS: dict[str, ExternalTarget] = {}
-_builtins_loaded = False
-
-
-def _load_builtins() -> None:
-    # Kiln's shipped targets register themselves when their package is imported.
-    global _builtins_loaded
-    if not _builtins_loaded:
-        _builtins_loaded = True
-        importlib.import_module("kiln.relay.op.contrib")
 
 
 def register_external_target(name: str, predicate: Predicate | None = None, *,
@@ -149,9 +137,7 @@ def register_op_target(op_name: str, target: str, predicate: Predicate | bool = 
         ``predicate(call) -> bool`` (TVM's older ``predicate(attrs, args)`` also works), or a
         constant.
     """
-    # OpDef.hooks (kiln/op/registry.py) is typed as callables only, but a constant bool is a valid
-    # hook here (_call_predicate handles both)
-    get_op_def(op_name).hooks[f"target.{target}"] = predicate  # type: ignore[assignment]
+    op_table.set_op_attr(op_name, f"target.{target}", predicate)
 
 
 def _call_predicate(predicate: Predicate | bool, call: Call) -> bool:
@@ -169,7 +155,7 @@ def _call_predicate(predicate: Predicate | bool, call: Call) -> bool:
 def op_supported(call: Call, target: str) -> bool:
     """Whether ``target`` takes the operator call ``call``."""
     assert isinstance(call.op, Op)
-    rule = get_op_def(call.op.name).hooks.get(f"target.{target}")
+    rule = op_table.get_op_attr(call.op.name, f"target.{target}")
     if rule is not None:
         return _call_predicate(rule, call)
     declared = get_external_target(target)
@@ -180,20 +166,16 @@ def op_supported(call: Call, target: str) -> bool:
 
 def supported_ops(target: str) -> list[str]:
     """Operators with a ``target.<target>`` rule, sorted by name."""
-    _load_builtins()
-    key = f"target.{target}"
-    return sorted(name for name, op_def in all_ops().items() if key in op_def.hooks)
+    return sorted(op_table.op_attr_map(f"target.{target}"))
 
 
 def get_external_target(name: str) -> ExternalTarget | None:
     """The declaration of ``name``, or None."""
-    _load_builtins()
     return _TARGETS.get(name)
 
 
 def external_targets() -> dict[str, ExternalTarget]:
     """Every declared external target, by name."""
-    _load_builtins()
     return dict(_TARGETS)
 
 

@@ -13,7 +13,6 @@ import math
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -24,6 +23,7 @@ from bench.models import MODELS, make_feeds
 from bench.onnx_graph import count_gflop, count_macs, param_name
 from kiln.frontend.onnx import from_onnx
 from kiln.interpreter import evaluate
+from tests.frontend._onnx_helpers import run_ort
 
 # Reduced sizes: every block kind and op of the full model, small enough for a unit test.
 SMALL = {
@@ -55,15 +55,6 @@ REQUIRED_OPS = {
 needs_cc = pytest.mark.requires_cc
 
 
-def _ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.log_severity_level = 3
-    session = ort.InferenceSession(model.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
-    return list(session.run(None, feeds))
-
-
 def _assert_close(actual: np.ndarray, expected: np.ndarray, rel: float = 1e-4) -> None:
     assert actual.shape == expected.shape and actual.dtype == expected.dtype
     scale = float(np.max(np.abs(expected)))
@@ -76,7 +67,7 @@ def test_builder_runs_in_onnxruntime_and_kiln_matches(name: str) -> None:
     onnx.checker.check_model(model, full_check=True)
     assert REQUIRED_OPS[name] <= {n.op_type for n in model.graph.node}
     feeds = make_feeds(model, seed=1)
-    expected = _ort(model, feeds)
+    expected = run_ort(model, feeds)
     assert all(np.all(np.isfinite(e)) and np.std(e) > 1e-3 for e in expected)
     mod, params = from_onnx(model, freeze_params=False)
     out = evaluate(mod, feeds, params=params)
@@ -109,7 +100,7 @@ def test_native_build_matches_onnxruntime(name: str) -> None:
     assert run.threads == 1
     actual = run()
     assert actual is not None
-    check = check_outputs(actual, _ort(model, feeds))
+    check = check_outputs(actual, run_ort(model, feeds))
     assert check.ok, check.problem
 
 
@@ -198,7 +189,7 @@ def test_kernel_cases_agree(case: Gemm | Conv) -> None:
     assert case.gflop == pytest.approx(2 * macs / 1e9)
     model = case.onnx_model(w)
     assert sum(count_macs(model).values()) == macs
-    np.testing.assert_allclose(_ort(model, {"x": x})[0], expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(run_ort(model, {"x": x})[0], expected, rtol=1e-4, atol=1e-4)
     mod, params = case.relay_module(w)
     np.testing.assert_allclose(evaluate(mod, {"x": x}, params=params), expected, rtol=1e-4, atol=1e-4)
 

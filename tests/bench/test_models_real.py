@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -23,6 +22,7 @@ from bench.models import MODELS, check_gflop, make_feeds
 from bench.onnx_graph import count_gflop, count_macs
 from kiln import relay
 from tests.frontend._compiled import run_compiled
+from tests.frontend._onnx_helpers import run_ort
 
 pytest.importorskip("torch")
 
@@ -72,14 +72,6 @@ def _small(case: str) -> tuple[Any, dict[str, np.ndarray], onnx.ModelProto]:
     return module, feeds, models_real.export_torch(module, feeds, outputs)
 
 
-def _ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.log_severity_level = 3
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return list(session.run(None, feeds))
-
-
 def _assert_close(actual: np.ndarray, expected: np.ndarray, rel: float = 1e-4) -> None:
     assert actual.shape == expected.shape and actual.dtype == expected.dtype
     assert np.all(np.isfinite(expected))
@@ -88,7 +80,7 @@ def _assert_close(actual: np.ndarray, expected: np.ndarray, rel: float = 1e-4) -
 
 
 def _check_kiln(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> None:
-    expected = _ort(model, feeds)
+    expected = run_ort(model, feeds)
     mod, params = relay.frontend.from_onnx(model, freeze_params=False)
     actual = run_compiled(mod, params, feeds)
     assert len(actual) == len(expected)
@@ -104,7 +96,7 @@ def test_export_is_faithful_and_has_the_architecture_ops(case: str) -> None:
     assert [i.name for i in model.graph.input] == list(feeds)
     assert REQUIRED_OPS[case] <= {n.op_type for n in model.graph.node}
     expected = models_real.reference_outputs(module, feeds)
-    actual = _ort(model, feeds)
+    actual = run_ort(model, feeds)
     assert len(actual) == len(expected)
     for a, e in zip(actual, expected):
         assert np.max(np.abs(e)) > 1e-2 and (e.size == 1 or np.std(e) > 1e-4)

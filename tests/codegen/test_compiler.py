@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln.codegen import compiler
 from kiln.codegen.compiler import (
     blob_c_source,
     cache_info,
@@ -25,6 +24,7 @@ from kiln.codegen.compiler import (
 )
 from kiln.config import settings
 from kiln.errors import CompileError
+from kiln.runtime import toolchain
 
 pytestmark = pytest.mark.requires_cc
 
@@ -71,7 +71,7 @@ def test_second_call_is_a_cache_hit_without_compiler_runs(monkeypatch: pytest.Mo
         calls.append(cmd)
         return real_run(cmd, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(compiler.subprocess, "run", counting_run)
+    monkeypatch.setattr(toolchain.subprocess, "run", counting_run)
     hits = cache_info().hits
     assert compile_cached(SCALE, "scale") == first
     assert calls == []
@@ -145,9 +145,9 @@ def test_simd_flag_fallback_is_remembered(tmp_path: Path, monkeypatch: pytest.Mo
     np.testing.assert_array_equal(_call_scale(so), 3 * np.arange(6, dtype=np.float32) + 1)
     memo = list((cache_dir / "compile").glob("openmp-simd-*.txt"))
     assert len(memo) == 1 and memo[0].read_text() == "0"
-    compiler._simd.clear()  # a new process reads the memo instead of probing again
-    monkeypatch.setattr(compiler, "_run", lambda *a, **k: pytest.fail("probed again"))
-    monkeypatch.setattr(compiler, "_versions", {str(fake): compiler.compiler_version()})
+    toolchain.forget_probes()  # a new process reads the memo instead of probing again
+    monkeypatch.setattr(toolchain, "run_compiler", lambda *a, **k: pytest.fail("probed again"))
+    monkeypatch.setattr(toolchain, "_versions", {str(fake): toolchain.compiler_version()})
     assert simd_pragmas_supported() is False
 
 
@@ -168,7 +168,7 @@ def test_compile_shared_parallel_sources_and_blob(tmp_path: Path) -> None:
 @pytest.mark.parametrize("assembler_ok", [True, False])
 def test_large_blobs_use_incbin_or_fall_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                             assembler_ok: bool) -> None:
-    monkeypatch.setattr(compiler, "_INCBIN_MIN_BYTES", 100)
+    monkeypatch.setattr(toolchain, "_INCBIN_MIN_BYTES", 100)
     if not assembler_ok:  # a toolchain whose assembler rejects .incbin
         fake = tmp_path / "no_incbin_cc"
         fake.write_text('#!/bin/sh\nfor a in "$@"; do case "$a" in *.c) grep -q incbin "$a" && '

@@ -36,16 +36,7 @@ DUMP_FILES = sorted(p.name for p in TVM_DUMP.iterdir())
 KEY_RE = re.compile(r"(?P<node>.+)____topo-index:(?P<topo>\d+)____output-num:(?P<out>\d+)")
 
 
-def _native_available() -> bool:
-    import shutil
-
-    import kiln.codegen
-
-    return hasattr(kiln.codegen, "build_native") and shutil.which("cc") is not None
-
-
-TARGETS = ["numpy", pytest.param("c", marks=[pytest.mark.requires_cc, pytest.mark.skipif(
-    not _native_available(), reason="the C backend (kiln.codegen.build_native) is not available")])]
+TARGETS = ["numpy", pytest.param("c", marks=pytest.mark.requires_cc)]
 
 
 # --- the network and its independent NumPy oracle ------------------------------------------------

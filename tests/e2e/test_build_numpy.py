@@ -9,6 +9,7 @@ import pytest
 
 import kiln as tvm
 from kiln import relay
+from kiln.codegen.numpy_library import NumpyLibrary
 from kiln.contrib import graph_executor
 from kiln.errors import KilnError
 from kiln.interpreter import evaluate
@@ -17,7 +18,6 @@ from kiln.ir.visitor import post_order
 from kiln.relay import testing
 from kiln.runtime import load_module, load_param_dict
 from kiln.runtime.graph_json import parse_graph_json
-from kiln.runtime.numpy_library import NumpyLibrary
 from kiln.target import Target, TargetError, host_triple
 from kiln.transform import PassContext
 
@@ -257,15 +257,16 @@ def test_target_errors_and_current_target(small):
     assert factory.metadata["target"] == "numpy -keys=cpu"
 
 
+# the module is built untyped: SimplifyInference's required InferType runs first (as in TVM)
 @pytest.mark.parametrize("opt_level,expected", [
-    (0, ["Inline", "SimplifyInference", "SimplifyExpr", "FuseOps", "InferType"]),
-    (1, ["Inline", "RemoveUnusedFunctions", "SimplifyInference", "SimplifyExpr", "FuseOps",
-         "InferType"]),
-    (2, ["Inline", "RemoveUnusedFunctions", "SimplifyInference", "FoldConstant", "SimplifyExpr",
-         "FoldConstant", "FuseOps", "InferType"]),
-    (3, ["Inline", "RemoveUnusedFunctions", "SimplifyInference", "EliminateCommonSubexpr",
-         "FoldConstant", "BackwardFoldScaleAxis", "ForwardFoldScaleAxis", "FoldConstant",
-         "SimplifyExpr", "CanonicalizeOps", "FoldConstant", "FuseOps", "InferType"]),
+    (0, ["Inline", "InferType", "SimplifyInference", "SimplifyExpr", "FuseOps", "InferType"]),
+    (1, ["Inline", "RemoveUnusedFunctions", "InferType", "SimplifyInference", "SimplifyExpr",
+         "FuseOps", "InferType"]),
+    (2, ["Inline", "RemoveUnusedFunctions", "InferType", "SimplifyInference", "FoldConstant",
+         "SimplifyExpr", "FoldConstant", "FuseOps", "InferType"]),
+    (3, ["Inline", "RemoveUnusedFunctions", "InferType", "SimplifyInference",
+         "EliminateCommonSubexpr", "FoldConstant", "BackwardFoldScaleAxis", "ForwardFoldScaleAxis",
+         "FoldConstant", "SimplifyExpr", "CanonicalizeOps", "FoldConstant", "FuseOps", "InferType"]),
 ])
 def test_passes_run_at_each_opt_level_follow_tvm_levels(small, opt_level, expected):
     with PassContext(opt_level=opt_level):

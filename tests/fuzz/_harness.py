@@ -7,40 +7,29 @@ paths checked are ``relay.build`` for the ``c`` target (when a C compiler is pre
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 
 import kiln
 from kiln import relay
 from kiln.contrib import graph_executor
 from kiln.interpreter import evaluate
 from kiln.transform import PassContext
+from tests._toolchain import have_cc
+from tests.frontend._onnx_helpers import run_ort
 
-__all__ = ["BUILDS", "c_available", "check_model", "run_ort"]
+__all__ = ["BUILDS", "c_available", "check_model"]
 
 
 def c_available() -> bool:
-    """Whether the ``c`` target can build here (the C backend is present and ``cc`` is found)."""
-    import kiln.codegen
-
-    return hasattr(kiln.codegen, "build_native") and shutil.which("cc") is not None
+    """Whether the ``c`` target can build here (a C compiler is found)."""
+    return have_cc()
 
 
 #: (target, opt_level) pairs every model is built for.
 BUILDS: tuple[tuple[str, int], ...] = (("c", 0), ("c", 3), ("numpy", 0), ("numpy", 3))
-
-
-def run_ort(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-    """Outputs of onnxruntime (one thread, CPU) on ``model``."""
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.log_severity_level = 4
-    sess = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return [np.asarray(x) for x in sess.run(None, dict(feeds))]
 
 
 def _compare(actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], what: str,

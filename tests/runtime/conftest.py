@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kiln.runtime.numpy_library import PythonLibrary
+from kiln.runtime.python_library import PythonLibrary
 
 
 def conv2d_nchw_pad1(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -236,10 +236,10 @@ def tiny_c_source() -> str:
 @pytest.fixture(scope="session")
 def tiny_native_sources(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(shared library, C source) of the tiny graph's kernels; skips without a C compiler."""
-    import shutil
+    from tests._toolchain import have_cc
 
-    if shutil.which("cc") is None:
-        pytest.skip("needs a C compiler (cc)")
+    if not have_cc():
+        pytest.skip("needs a C compiler (CC)")
     from kiln.codegen.compiler import compile_shared
 
     folder = tmp_path_factory.mktemp("tiny_native")

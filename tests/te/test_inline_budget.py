@@ -8,8 +8,6 @@ and the NumPy loop computing the chain.
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
 
@@ -19,8 +17,9 @@ from kiln.te.bound import INLINE_MAX_NODES, inline_costs, limit_inlining
 from kiln.te.default_schedule import default_schedule
 from kiln.te.loop_state import ComputeAtKind
 from kiln.te.lower import lower
+from tests._toolchain import have_cc
 
-HAVE_CC = shutil.which("cc") is not None
+HAVE_CC = have_cc()
 
 
 def test_inline_costs_count_nodes_as_printed() -> None:

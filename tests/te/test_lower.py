@@ -8,7 +8,6 @@ written in the test. Shapes are chosen so that splits do not divide evenly.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -23,9 +22,10 @@ from kiln.te.interp import run_prim_func
 from kiln.te.loop_ir import Allocate, For, IfThenElse, walk_stmts
 from kiln.te.lower import lower
 from kiln.te.steps import parse_step
+from tests._toolchain import have_cc
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "tvm"
-HAVE_CC = shutil.which("cc") is not None
+HAVE_CC = have_cc()
 
 
 def _run_c(func, arrays: list[np.ndarray]) -> None:

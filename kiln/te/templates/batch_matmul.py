@@ -23,13 +23,15 @@ from __future__ import annotations
 
 from kiln.te.dag import ComputeDAG
 from kiln.te.loop_state import State
-from kiln.te.templates import TargetInfo, register_template
 from kiln.te.templates.dense import find_contraction, schedule_contraction
+from kiln.te.templates.registry import TargetInfo, register_template
 
-__all__ = ["schedule_batch_matmul"]
+__all__ = ["BATCH_MATMUL_TAGS", "schedule_batch_matmul"]
+
+BATCH_MATMUL_TAGS = ("batch_matmul",)
 
 
-@register_template
+@register_template(*BATCH_MATMUL_TAGS)
 def schedule_batch_matmul(dag: ComputeDAG, target: TargetInfo) -> State | None:
     """Template for ``nn.batch_matmul`` (tag ``batch_matmul``) and its fused epilogue.
 
@@ -46,5 +48,5 @@ def schedule_batch_matmul(dag: ComputeDAG, target: TargetInfo) -> State | None:
         The register-tiled schedule, or None when the DAG has no batched product whose
         operands can be tiled.
     """
-    c = find_contraction(dag, ("batch_matmul",))
+    c = find_contraction(dag, BATCH_MATMUL_TAGS)
     return schedule_contraction(dag, c, target) if c is not None else None

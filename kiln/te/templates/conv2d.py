@@ -31,11 +31,12 @@ from kiln.te import expr as E
 from kiln.te.dag import ComputeDAG
 from kiln.te.default_schedule import PARALLEL_MIN_WORK
 from kiln.te.loop_state import State
-from kiln.te.templates import TargetInfo, register_template
+from kiln.te.templates.registry import TargetInfo, register_template
 from kiln.te.tensor import ComputeOp, Operation, PlaceholderOp
 from kiln.te.visit import post_order
 
 __all__ = [
+    "CONV2D_NCHWC_TAGS",
     "NCHWcPattern",
     "RegisterTile",
     "choose_register_tile",
@@ -47,6 +48,9 @@ __all__ = [
     "schedule_epilogue_tile",
     "schedule_pad",
 ]
+
+# The compute tag of the blocked convolution stage (``nn.contrib_conv2d_NCHWc``).
+CONV2D_NCHWC_TAGS = ("conv2d_NCHWc",)
 
 
 @dataclass(frozen=True)
@@ -321,7 +325,7 @@ def _reduce_extent(op: ComputeOp) -> int:
     return total
 
 
-@register_template
+@register_template(*CONV2D_NCHWC_TAGS)
 def schedule_conv2d_nchwc(dag: ComputeDAG, target: TargetInfo) -> State | None:
     """The register-tiled schedule of a fused ``conv2d_NCHWc`` function (see the module
     docstring); ``None`` for other DAGs.
@@ -338,7 +342,7 @@ def schedule_conv2d_nchwc(dag: ComputeDAG, target: TargetInfo) -> State | None:
     State or None
         The schedule.
     """
-    pattern = match_nchwc(dag, ("conv2d_NCHWc",))
+    pattern = match_nchwc(dag, CONV2D_NCHWC_TAGS)
     if pattern is None:
         return None
     conv = dag.ops[pattern.main]

@@ -40,12 +40,14 @@ from math import prod
 from kiln.te import expr as E
 from kiln.te.dag import ComputeDAG
 from kiln.te.loop_state import State
-from kiln.te.templates import TargetInfo, register_template
 from kiln.te.templates.elemwise import inline_all_but, output_stage_ids, schedule_pointwise
+from kiln.te.templates.registry import TargetInfo, register_template
 from kiln.te.tensor import ComputeOp
 from kiln.te.visit import post_order
 
 __all__ = [
+    "DENSE_PACK_TAGS",
+    "DENSE_TAGS",
     "Contraction",
     "GemmTile",
     "choose_gemm_tile",
@@ -55,6 +57,9 @@ __all__ = [
     "schedule_dense_pack",
 ]
 
+# Compute tags of the products: ``nn.contrib_dense_pack``; ``nn.dense`` and ``nn.matmul``.
+DENSE_PACK_TAGS = ("dense_pack",)
+DENSE_TAGS = ("dense", "matmul")
 # Dtypes the register-tiled schedules handle (the C generator vectorizes them).
 _FLOAT_DTYPES = ("float32", "float64")
 # Independent multiply-add chains needed to keep the FMA units busy (latency x throughput).
@@ -442,7 +447,7 @@ def schedule_contraction(dag: ComputeDAG, c: Contraction, target: TargetInfo,
     return state
 
 
-@register_template
+@register_template(*DENSE_PACK_TAGS)
 def schedule_dense_pack(dag: ComputeDAG, target: TargetInfo) -> State | None:
     """Template for ``nn.contrib_dense_pack`` (tag ``dense_pack``) and its fused epilogue.
 
@@ -459,11 +464,11 @@ def schedule_dense_pack(dag: ComputeDAG, target: TargetInfo) -> State | None:
         The broadcast-A register tiling (see the module docstring), or None when the DAG has
         no packed dense stage.
     """
-    c = find_contraction(dag, ("dense_pack",))
+    c = find_contraction(dag, DENSE_PACK_TAGS)
     return schedule_contraction(dag, c, target) if c is not None else None
 
 
-@register_template
+@register_template(*DENSE_TAGS)
 def schedule_dense(dag: ComputeDAG, target: TargetInfo) -> State | None:
     """Template for ``nn.dense`` and ``nn.matmul`` (tags ``dense``, ``matmul``).
 
@@ -480,5 +485,5 @@ def schedule_dense(dag: ComputeDAG, target: TargetInfo) -> State | None:
         Broadcast-A tiling when the right operand is contiguous along the output columns, dot
         tiling when both operands are contiguous along the reduction, else None.
     """
-    c = find_contraction(dag, ("dense", "matmul"))
+    c = find_contraction(dag, DENSE_TAGS)
     return schedule_contraction(dag, c, target) if c is not None else None

@@ -19,7 +19,6 @@ from __future__ import annotations
 from kiln.te import expr as E
 from kiln.te.dag import ComputeDAG
 from kiln.te.loop_state import State
-from kiln.te.templates import TargetInfo, register_template
 from kiln.te.templates.conv2d import (
     NCHWcPattern,
     choose_register_tile,
@@ -28,9 +27,13 @@ from kiln.te.templates.conv2d import (
     register_budget,
     schedule_epilogue_tile,
 )
+from kiln.te.templates.registry import TargetInfo, register_template
 from kiln.te.tensor import ComputeOp
 
-__all__ = ["UNROLL_WINDOW", "schedule_depthwise_nchwc", "schedule_window"]
+__all__ = ["DEPTHWISE_NCHWC_TAGS", "UNROLL_WINDOW", "schedule_depthwise_nchwc", "schedule_window"]
+
+# The compute tag of the blocked depthwise convolution (``nn.contrib_depthwise_conv2d_NCHWc``).
+DEPTHWISE_NCHWC_TAGS = ("depthwise_conv2d_NCHWc",)
 
 # The innermost window axis is unrolled up to this extent.
 UNROLL_WINDOW = 8
@@ -100,7 +103,7 @@ def schedule_window(dag: ComputeDAG, pattern: NCHWcPattern, target: TargetInfo,
     return state
 
 
-@register_template
+@register_template(*DEPTHWISE_NCHWC_TAGS)
 def schedule_depthwise_nchwc(dag: ComputeDAG, target: TargetInfo) -> State | None:
     """The schedule of a fused ``depthwise_conv2d_NCHWc`` function; ``None`` for other DAGs.
 
@@ -116,7 +119,7 @@ def schedule_depthwise_nchwc(dag: ComputeDAG, target: TargetInfo) -> State | Non
     State or None
         The schedule (see the module docstring).
     """
-    pattern = match_nchwc(dag, ("depthwise_conv2d_NCHWc",))
+    pattern = match_nchwc(dag, DEPTHWISE_NCHWC_TAGS)
     if pattern is None:
         return None
     return schedule_window(dag, pattern, target, max_oc_t=1)

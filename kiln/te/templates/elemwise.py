@@ -16,7 +16,7 @@ from kiln.te import expr as E
 from kiln.te.bound import resolve_inlined
 from kiln.te.dag import ComputeDAG
 from kiln.te.loop_state import State
-from kiln.te.templates import TargetInfo
+from kiln.te.templates.registry import TargetInfo
 from kiln.te.tensor import ComputeOp
 from kiln.te.visit import post_order
 

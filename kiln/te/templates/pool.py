@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from kiln.te.dag import ComputeDAG
 from kiln.te.loop_state import State
-from kiln.te.templates import TargetInfo, register_template
 from kiln.te.templates.conv2d import match_nchwc
 from kiln.te.templates.depthwise import schedule_window
+from kiln.te.templates.registry import TargetInfo, register_template
 
 __all__ = ["POOL_TAGS", "schedule_pool_nchwc"]
 
@@ -26,7 +26,7 @@ POOL_TAGS = ("pool_max", "pool_sum", "adaptive_pool_max", "adaptive_pool_sum")
 _MAX_BLOCKS = 8
 
 
-@register_template
+@register_template(*POOL_TAGS)
 def schedule_pool_nchwc(dag: ComputeDAG, target: TargetInfo) -> State | None:
     """The schedule of a fused pooling function in a blocked layout; ``None`` for other DAGs.
 

@@ -33,15 +33,16 @@ from kiln.te import expr as E
 from kiln.te.bound import resolve_inlined
 from kiln.te.dag import ComputeDAG
 from kiln.te.loop_state import State
-from kiln.te.templates import TargetInfo, register_template
 from kiln.te.templates.elemwise import PARALLEL_MIN_ELEMENTS, output_stage_ids
+from kiln.te.templates.registry import TargetInfo, register_template
 from kiln.te.tensor import ComputeOp, Operation
 from kiln.te.visit import post_order
 
-__all__ = ["ROWS_PER_STEP", "schedule_row_reduction"]
+__all__ = ["ROWS_PER_STEP", "ROW_TAGS", "schedule_row_reduction"]
 
-# Tags of the reductions this template schedules (other tagged reductions have their own).
-_ROW_TAGS = ("", "comm_reduce")
+# Tags of the reductions this template schedules: untagged ones (softmax, layer norm) and relay's
+# reduce ops (other tagged reductions have their own templates).
+ROW_TAGS = ("", "comm_reduce")
 _COMBINERS = ("add", "max", "min")
 # Rows handled together in one step of the parallel loop (their reduction chains interleave).
 ROWS_PER_STEP = 4
@@ -53,7 +54,7 @@ def _mentions(e: E.PrimExpr, var: E.Var) -> bool:
 
 def _simple_reduction(op: ComputeOp) -> bool:
     """One ``sum``/``max``/``min`` with no condition and no explicit initial value."""
-    if len(op.body) != 1 or op.tag not in _ROW_TAGS:
+    if len(op.body) != 1 or op.tag not in ROW_TAGS:
         return False
     body = op.body[0]
     if not isinstance(body, E.Reduce) or len(body.source) != 1 or body.init:
@@ -155,7 +156,7 @@ def _extents(op: ComputeOp) -> list[int]:
             if iv.dom is not None and isinstance(iv.dom.extent, E.IntImm)]
 
 
-@register_template
+@register_template(*ROW_TAGS)
 def schedule_row_reduction(dag: ComputeDAG, target: TargetInfo) -> State | None:
     """Template for fused functions built around reductions over trailing axes.
 

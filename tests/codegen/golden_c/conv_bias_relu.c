@@ -20,12 +20,12 @@ static void fused_conv2d_add_relu__par0(void* kiln_ctx, int64_t kiln_begin, int6
   for (int32_t n_o_fused_y_fused_x_o_fused = (int32_t)kiln_begin; n_o_fused_y_fused_x_o_fused < (int32_t)kiln_end; ++n_o_fused_y_fused_x_o_fused) {
     {  /* x_i: 8 lanes */
       if (((((n_o_fused_y_fused_x_o_fused % 2) * 8) + 7) < 14)) {
-        *(kiln_f32x8u*)&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))] = (0.0f - (kiln_f32x8){});
+        *(kiln_f32x8u*)&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))] = KILN_SPLAT(kiln_f32x8, 0.0f);
       } else {
         kiln_i32x8 v = (kiln_i32x8){0, 1, 2, 3, 4, 5, 6, 7};
-        kiln_i32x8 v1 = (kiln_i32x8)((kiln_u32x8)(((n_o_fused_y_fused_x_o_fused % 2) * 8) - (kiln_i32x8){}) + (kiln_u32x8)v);
-        kiln_i32x8 v2 = v1 < (14 - (kiln_i32x8){});
-        kiln_mstore_f32x8(&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))], v2, (0.0f - (kiln_f32x8){}));
+        kiln_i32x8 v1 = (kiln_i32x8)((kiln_u32x8)KILN_SPLAT(kiln_i32x8, ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + (kiln_u32x8)v);
+        kiln_i32x8 v2 = v1 < KILN_SPLAT(kiln_i32x8, 14);
+        kiln_mstore_f32x8(&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))], v2, KILN_SPLAT(kiln_f32x8, 0.0f));
       }
     }
     for (int32_t rc = 0; rc < 8; ++rc) {
@@ -35,19 +35,19 @@ static void fused_conv2d_add_relu__par0(void* kiln_ctx, int64_t kiln_begin, int6
             if (((((n_o_fused_y_fused_x_o_fused % 2) * 8) + 7) < 14)) {
               kiln_f32x8 v3 = *(const kiln_f32x8u*)&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))];
               kiln_f32x8 v4 = *(const kiln_f32x8u*)&T_pad[(((((rc * 256) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 16)) + (ry * 16)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + rx)];
-              kiln_f32x8 v5 = v4 * (p1[(((((n_o_fused_y_fused_x_o_fused / 28) * 72) + (rc * 9)) + (ry * 3)) + rx)] - (kiln_f32x8){});
+              kiln_f32x8 v5 = v4 * KILN_SPLAT(kiln_f32x8, p1[(((((n_o_fused_y_fused_x_o_fused / 28) * 72) + (rc * 9)) + (ry * 3)) + rx)]);
               kiln_f32x8 v6 = v3 + v5;
               *(kiln_f32x8u*)&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))] = v6;
             } else {
               kiln_i32x8 v7 = (kiln_i32x8){0, 1, 2, 3, 4, 5, 6, 7};
-              kiln_i32x8 v8 = (kiln_i32x8)((kiln_u32x8)(((n_o_fused_y_fused_x_o_fused % 2) * 8) - (kiln_i32x8){}) + (kiln_u32x8)v7);
-              kiln_i32x8 v9 = v8 < (14 - (kiln_i32x8){});
+              kiln_i32x8 v8 = (kiln_i32x8)((kiln_u32x8)KILN_SPLAT(kiln_i32x8, ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + (kiln_u32x8)v7);
+              kiln_i32x8 v9 = v8 < KILN_SPLAT(kiln_i32x8, 14);
               int32_t any = 0;
               for (int k = 0; k < 8; ++k) any |= (v9[k] != 0);
               if (any) {
                 kiln_f32x8 v10 = kiln_mload_f32x8(&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))], v9);
                 kiln_f32x8 v11 = kiln_mload_f32x8(&T_pad[(((((rc * 256) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 16)) + (ry * 16)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + rx)], v9);
-                kiln_f32x8 v12 = v11 * (p1[(((((n_o_fused_y_fused_x_o_fused / 28) * 72) + (rc * 9)) + (ry * 3)) + rx)] - (kiln_f32x8){});
+                kiln_f32x8 v12 = v11 * KILN_SPLAT(kiln_f32x8, p1[(((((n_o_fused_y_fused_x_o_fused / 28) * 72) + (rc * 9)) + (ry * 3)) + rx)]);
                 kiln_f32x8 v13 = v10 + v12;
                 kiln_mstore_f32x8(&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))], v9, v13);
               }
@@ -82,21 +82,21 @@ int32_t fused_conv2d_add_relu(void** args) {
         {  /* y_x_fused_i: 8 lanes */
           if (((((n_o_fused_y_x_fused_o_fused % 25) * 8) + 7) < 196)) {
             kiln_f32x8 v14 = *(const kiln_f32x8u*)&T_conv2d[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))];
-            kiln_f32x8 v15 = v14 + (p2[(n_o_fused_y_x_fused_o_fused / 25)] - (kiln_f32x8){});
-            kiln_i32x8 v16 = ((0.0f - (kiln_f32x8){}) > v15);
-            kiln_f32x8 v17 = (kiln_f32x8)(((kiln_i32x8)(0.0f - (kiln_f32x8){}) & v16) | ((kiln_i32x8)v15 & ~v16));
+            kiln_f32x8 v15 = v14 + KILN_SPLAT(kiln_f32x8, p2[(n_o_fused_y_x_fused_o_fused / 25)]);
+            kiln_i32x8 v16 = (KILN_SPLAT(kiln_f32x8, 0.0f) > v15);
+            kiln_f32x8 v17 = KILN_SELECT(kiln_f32x8, kiln_i32x8, v16, KILN_SPLAT(kiln_f32x8, 0.0f), v15);
             *(kiln_f32x8u*)&T_relu[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))] = v17;
           } else {
             kiln_i32x8 v18 = (kiln_i32x8){0, 1, 2, 3, 4, 5, 6, 7};
-            kiln_i32x8 v19 = (kiln_i32x8)((kiln_u32x8)(((n_o_fused_y_x_fused_o_fused % 25) * 8) - (kiln_i32x8){}) + (kiln_u32x8)v18);
-            kiln_i32x8 v20 = v19 < (196 - (kiln_i32x8){});
+            kiln_i32x8 v19 = (kiln_i32x8)((kiln_u32x8)KILN_SPLAT(kiln_i32x8, ((n_o_fused_y_x_fused_o_fused % 25) * 8)) + (kiln_u32x8)v18);
+            kiln_i32x8 v20 = v19 < KILN_SPLAT(kiln_i32x8, 196);
             int32_t any1 = 0;
             for (int k = 0; k < 8; ++k) any1 |= (v20[k] != 0);
             if (any1) {
               kiln_f32x8 v21 = kiln_mload_f32x8(&T_conv2d[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))], v20);
-              kiln_f32x8 v22 = v21 + (p2[(n_o_fused_y_x_fused_o_fused / 25)] - (kiln_f32x8){});
-              kiln_i32x8 v23 = ((0.0f - (kiln_f32x8){}) > v22);
-              kiln_f32x8 v24 = (kiln_f32x8)(((kiln_i32x8)(0.0f - (kiln_f32x8){}) & v23) | ((kiln_i32x8)v22 & ~v23));
+              kiln_f32x8 v22 = v21 + KILN_SPLAT(kiln_f32x8, p2[(n_o_fused_y_x_fused_o_fused / 25)]);
+              kiln_i32x8 v23 = (KILN_SPLAT(kiln_f32x8, 0.0f) > v22);
+              kiln_f32x8 v24 = KILN_SELECT(kiln_f32x8, kiln_i32x8, v23, KILN_SPLAT(kiln_f32x8, 0.0f), v22);
               kiln_mstore_f32x8(&T_relu[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))], v20, v24);
             }
           }

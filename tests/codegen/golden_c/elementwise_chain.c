@@ -21,7 +21,7 @@ static void fused_add_exp_multiply__par0(void* kiln_ctx, int64_t kiln_begin, int
       kiln_f32x8 v1 = *(const kiln_f32x8u*)&p1[((ax0_ax1_o_fused % 128) * 8)];
       kiln_f32x8 v2 = v + v1;
       kiln_f32x8 v3 = kiln_vexp_f32x8(v2);
-      kiln_f32x8 v4 = v3 * (2.0f - (kiln_f32x8){});
+      kiln_f32x8 v4 = v3 * KILN_SPLAT(kiln_f32x8, 2.0f);
       *(kiln_f32x8u*)&T_multiply[(ax0_ax1_o_fused * 8)] = v4;
     }
   }

@@ -2,7 +2,8 @@
 
 - :func:`register_external_target`, :func:`register_op_attr`: declare a target and its operators;
 - :mod:`~kiln.relay.op.contrib.kiln_c`: Kiln's shipped target ``kiln_c`` (and ``ccompiler``),
-  whose partitioned regions are compiled to C as a separate library;
+  whose partitioned regions are compiled to C as a separate library (defined by the compiler,
+  :mod:`kiln.codegen.external_kiln_c`; re-exported here);
 - TVM's targets Kiln does not have (``dnnl``, ``tensorrt``, ...) fail to import with a clear
   "not available" error.
 """

@@ -1,9 +1,11 @@
-"""Kernel libraries implemented in Python: plain callables, and the ``numpy`` target.
+"""The ``numpy`` target's kernel library: fused functions run by the reference interpreter.
 
-:class:`NumpyLibrary` runs each fused function with the reference interpreter: it is the library
-of the ``numpy`` target, which needs no C compiler, and it can be exported to Kiln's portable
-container. :class:`PythonLibrary` wraps Python callables that follow the kernel ABI (inputs, then
-outputs written in place), for custom kernels and tests.
+:class:`NumpyLibrary` needs no C compiler. Its kernels are IR functions, so it belongs to the
+compiler, not to the runtime: importing this module registers it as the ``numpy`` library kind
+(:func:`kiln.runtime.module.register_library_kind`), whose payload in an exported container is the
+fused functions as Kiln IR JSON (:mod:`kiln.ir.serialize`). ``import kiln`` imports it (through
+:mod:`kiln.codegen`), so ``kiln.runtime.load_module`` reads ``numpy`` exports, those written
+before the move included.
 """
 
 from __future__ import annotations
@@ -13,49 +15,15 @@ from typing import Any
 
 import numpy as np
 
+from kiln.errors import KilnError, RuntimeFormatError
+from kiln.interpreter import Interpreter
 from kiln.ir.expr import Function
+from kiln.ir.module import IRModule
+from kiln.ir.serialize import load_json, save_json
 from kiln.ir.types import TensorType, TupleType, Type
-from kiln.runtime.module import Kernel, KernelError, KernelLibrary, check_args
+from kiln.runtime.module import Kernel, KernelError, KernelLibrary, check_args, register_library_kind
 
-__all__ = ["NumpyLibrary", "PythonLibrary"]
-
-
-class _PyKernel(Kernel):
-    def __init__(self, name: str, fn: Callable[..., Any]):
-        super().__init__(name)
-        self.fn = fn
-
-    def bind(self, arrays: Sequence[np.ndarray]) -> Callable[[], None]:
-        check_args(self.name, arrays)
-        fn, args = self.fn, tuple(arrays)
-        return lambda: fn(*args)
-
-
-class PythonLibrary(KernelLibrary):
-    """Kernels given as Python callables ``fn(*inputs, *outputs)`` that fill the outputs in place.
-
-    Parameters
-    ----------
-    functions : mapping of str to callable
-        Kernels by symbol name.
-
-    Examples
-    --------
-    >>> def double(x, out):
-    ...     np.multiply(x, 2, out=out)
-    >>> lib = PythonLibrary({"tvmgen_default_fused_multiply": double})
-    """
-
-    type_key = "python"
-
-    def __init__(self, functions: Mapping[str, Callable[..., Any]]):
-        super().__init__()
-        self.functions = dict(functions)
-
-    def kernel(self, name: str) -> Kernel | None:
-        """The callable registered as ``name``, as a kernel."""
-        fn = self.functions.get(name)
-        return None if fn is None else _PyKernel(name, fn)
+__all__ = ["NumpyLibrary", "load_numpy_library", "save_numpy_library"]
 
 
 def _flat_tensor_types(ty: Type) -> list[TensorType]:
@@ -82,7 +50,7 @@ def _regroup(ty: Type, flat: list[np.ndarray]) -> Any:
 class _InterpretedKernel(Kernel):
     """A fused function run by the interpreter; tuple parameters and results are flattened."""
 
-    def __init__(self, name: str, fn: Function, interpreter: Any):
+    def __init__(self, name: str, fn: Function, interpreter: Interpreter):
         super().__init__(name)
         self.fn = fn
         self.interpreter = interpreter
@@ -118,9 +86,6 @@ class NumpyLibrary(KernelLibrary):
     type_key = "numpy"
 
     def __init__(self, functions: Mapping[str, Function]):
-        from kiln.interpreter import Interpreter
-        from kiln.ir.module import IRModule
-
         super().__init__()
         for name, fn in functions.items():
             if not isinstance(fn, Function):
@@ -138,3 +103,28 @@ class NumpyLibrary(KernelLibrary):
             typed = self._interpreter.mod[name]
             self._kernels[name] = _InterpretedKernel(name, typed, self._interpreter)
         return self._kernels[name]
+
+
+def save_numpy_library(library: NumpyLibrary) -> bytes:
+    """The payload of a ``numpy`` library in a container: its fused functions as IR JSON."""
+    return save_json(IRModule(dict(library.functions))).encode("utf-8")
+
+
+def load_numpy_library(payload: bytes, what: str = "numpy container") -> NumpyLibrary:
+    """A ``numpy`` library from its container payload.
+
+    Raises
+    ------
+    RuntimeFormatError
+        The fused functions are unreadable or not stored as a module (naming ``what``).
+    """
+    try:
+        mod = load_json(payload)
+    except KilnError as e:
+        raise RuntimeFormatError(f"{what}: fused functions are unreadable: {e}") from None
+    if not isinstance(mod, IRModule):
+        raise RuntimeFormatError(f"{what}: fused functions are not stored as a module")
+    return NumpyLibrary({gv.name_hint: fn for gv, fn in mod.items()})
+
+
+register_library_kind(NumpyLibrary.type_key, NumpyLibrary, save_numpy_library, load_numpy_library)
