@@ -12,6 +12,7 @@ from kiln import ir, nd, relay, runtime, testing, transform
 from kiln._version import __version__
 from kiln.errors import KilnError
 from kiln.ir import IRModule
+from kiln.runtime.func_registry import register_func
 from kiln.runtime.ndarray import Device, cpu, device
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "get_global_func",
     "ir",
     "nd",
+    "register_func",
     "relay",
     "runtime",
     "target",
@@ -42,6 +44,11 @@ def get_global_func(name: str, allow_missing: bool = False) -> Any:
     ...); codegens Kiln does not ship (``relay.ext.dnnl``, ...) are reported missing, so scripts
     that probe for them take their "not available" branch.
     """
+    from kiln.runtime.func_registry import get_registered_func
+
+    registered = get_registered_func(name)
+    if registered is not None:
+        return registered
     if name.startswith("relay.ext."):
         from kiln.codegen import external
 
@@ -56,8 +63,10 @@ def get_global_func(name: str, allow_missing: bool = False) -> Any:
 # Subpackages a user reaches as attributes (``kiln.debug.compare(...)``), imported on first use so
 # that ``import kiln`` stays light; ``kiln.cli`` is the command line's, not an attribute.
 _LAZY_SUBMODULES = frozenset({
-    "analysis", "auto_scheduler", "build_module", "codegen", "config", "contrib", "debug", "driver",
-    "errors", "frontend", "interpreter", "op", "progress", "rpc", "target", "te", "tir", "topi",
+    "_ffi", "analysis", "auto_scheduler", "autotvm", "build_module", "codegen", "config", "contrib",
+    "instrument",
+    "debug", "driver", "errors", "frontend", "interpreter", "op", "progress", "rpc", "target", "te",
+    "support", "tir", "topi", "parser",
 })
 
 

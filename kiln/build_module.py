@@ -3,7 +3,7 @@
 The build is: bind the params by name, run the optimisation pipeline (:func:`build_pipeline`)
 under the current :class:`~kiln.transform.PassContext`, lower the fused ``main`` with graph codegen
 (graph JSON, memory plan, params ``p0, p1, ...``), and make the kernel library for the target:
-``numpy`` gives a :class:`~kiln.runtime.numpy_library.NumpyLibrary` running the fused functions with
+``numpy`` gives a :class:`~kiln.codegen.numpy_library.NumpyLibrary` running the fused functions with
 the reference kernels; ``c`` and ``llvm ...`` compile C with ``kiln.codegen.build_native``. The
 result is a :class:`~kiln.runtime.factory.GraphExecutorFactoryModule`, which also unpacks as
 ``graph_json, lib, params`` like NNVM's build.
@@ -42,6 +42,7 @@ from kiln.transform.fuse_ops import FuseOps
 from kiln.transform.fuse_patterns import FuseLayerNorm, PadSoftmaxRows
 from kiln.transform.inline import RemoveUnusedFunctions, inline
 from kiln.transform.legalize_conv import LegalizeConv
+from kiln.transform.qnn_canonicalize import QnnCanonicalizeOps, module_has_qnn
 from kiln.transform.simplify_expr import SimplifyExpr
 from kiln.transform.simplify_inference import SimplifyInference
 
@@ -135,6 +136,8 @@ def _optimize(mod: IRModule, target: Target, params: Mapping[str, Any] | None) -
     """Bind ``params`` and run :func:`build_pipeline` (the input module is not changed)."""
     if params:
         mod = mod.with_function("main", bind_params_by_name(mod["main"], params))
+    if module_has_qnn(mod):  # qnn.* -> plain ops first (TVM's qnn Legalize + CanonicalizeOps)
+        mod = QnnCanonicalizeOps()(mod)
     with target:
         return Sequential(build_pipeline(target), name="relay.build")(mod)
 
@@ -207,7 +210,7 @@ def _make_library(lowered: LoweredGraph, target: Target) -> tuple[Module, dict[s
         lib = build_native(lowered.functions, target, schedule_lookup=tuning)
         progress.current().message(tuning.report())
         return lib, tuning.summary()
-    from kiln.runtime.numpy_library import NumpyLibrary
+    from kiln.codegen.numpy_library import NumpyLibrary
 
     return NumpyLibrary(lowered.functions), None
 

@@ -224,3 +224,25 @@ class RPCUnsupportedError(KilnError, NotImplementedError):
 
 class TopiUnsupportedError(KilnError, NotImplementedError):
     """A TVM TOPI per-target schedule hook (``kiln.topi.nn``/``kiln.topi.x86``) was called."""
+
+
+class UnknownOpError(KilnError, KeyError):
+    """No operator of this name is registered (``Op.get``, ``get_op_def``, ``register_op_attr``)."""
+
+    def __str__(self) -> str:  # KeyError would print the message quoted
+        return str(self.args[0]) if self.args else ""
+
+
+class ExternalTargetError(KilnError):
+    """An external target is unknown, not available in Kiln, or declared twice, or an operator
+    attribute other than ``target.<name>`` was registered."""
+
+
+class UnknownInputError(FrontendError, AssertionError):
+    """A shape, dtype or constant was given for a name that is not a graph input (TVM's importers
+    assert this, so it is also an ``AssertionError``)."""
+
+
+class SymbolicShapeError(KilnError, NotImplementedError):
+    """A symbolic dimension (``relay.Any()``, ``te.size_var``) was asked for: Kiln's types hold
+    static shapes only."""

@@ -29,6 +29,7 @@ from kiln.ir.expr import (
 )
 from kiln.ir.module import IRModule
 from kiln.ir.printer import format_type
+from kiln.ir.ref import RefCreate, RefRead, RefType, RefWrite
 from kiln.ir.types import TensorType, TupleType, Type, np_dtype
 from kiln.ir.visitor import children, post_order
 from kiln.op.registry import get_op_def
@@ -48,6 +49,18 @@ def _as_array(x: Any) -> np.ndarray:
     return np.asarray(x)
 
 
+class RefValue:
+    """A reference cell (the value of ``RefCreate``)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Value):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"RefValue({self.value!r})"
+
+
 def check_value(value: Value, ty: Type, what: str) -> Value:
     """Check (and return) ``value`` against ``ty``; raises naming ``what`` on a mismatch."""
     if isinstance(ty, TupleType):
@@ -55,6 +68,10 @@ def check_value(value: Value, ty: Type, what: str) -> Value:
             raise InterpreterError(f"{what}: expected a tuple of {len(ty.fields)}, got "
                                    f"{type(value).__name__}")
         return tuple(check_value(v, t, f"{what}.{i}") for i, (v, t) in enumerate(zip(value, ty.fields)))
+    if isinstance(ty, RefType):
+        if not isinstance(value, RefValue):
+            raise InterpreterError(f"{what}: expected a reference, got {type(value).__name__}")
+        return value
     assert isinstance(ty, TensorType)
     if not isinstance(value, np.ndarray):
         raise InterpreterError(f"{what}: expected an array, got {type(value).__name__}")
@@ -173,6 +190,14 @@ class Interpreter:
             return get(node.body)
         if isinstance(node, Function):
             raise InterpreterError("a function literal can only be evaluated by calling it")
+        if isinstance(node, RefCreate):
+            return RefValue(get(node.value))
+        if isinstance(node, RefRead):
+            return get(node.ref).value
+        if isinstance(node, RefWrite):
+            ref, value = get(node.ref), get(node.value)
+            ref.value = value
+            return ()
         raise InterpreterError(f"cannot evaluate {type(node).__name__}")
 
     def _eval_call(self, call: Call, args: list[Value]) -> Value:

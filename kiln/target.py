@@ -30,9 +30,10 @@ from typing import Any, ClassVar
 from kiln.config import settings, usable_cpus
 from kiln.errors import KilnError
 from kiln.ir.types import np_dtype
+from kiln.runtime.isa import X86_MACRO_FEATURES
 
-__all__ = ["X86_MACRO_FEATURES", "Target", "TargetError", "TargetISA", "TargetKind", "host_triple",
-           "native_isa", "native_vector_bytes"]
+__all__ = ["X86_MACRO_FEATURES", "Target", "TargetError", "TargetISA", "TargetKind", "VirtualDevice",
+           "host_triple", "native_isa", "native_vector_bytes"]
 
 
 class TargetError(KilnError, ValueError):
@@ -144,25 +145,6 @@ def _cpu_vector_bytes(cpu: str) -> int | None:
 
 
 # --- instruction sets: compiler flags and CPU features of a target ------------------------------
-
-# GCC/Clang predefined macros of x86 instruction-set extensions -> the feature's name in Linux's
-# /proc/cpuinfo "flags" (how a running CPU reports it; the runtime compares these names). Only
-# extensions the compiler may use in ordinary C (vectorisation, bit manipulation) or through the
-# intrinsics Kiln's prelude uses.
-X86_MACRO_FEATURES: dict[str, str] = {
-    "__SSE__": "sse", "__SSE2__": "sse2", "__SSE3__": "pni", "__SSSE3__": "ssse3",
-    "__SSE4_1__": "sse4_1", "__SSE4_2__": "sse4_2", "__SSE4A__": "sse4a", "__POPCNT__": "popcnt",
-    "__LZCNT__": "abm", "__AVX__": "avx", "__AVX2__": "avx2", "__FMA__": "fma", "__FMA4__": "fma4",
-    "__F16C__": "f16c", "__BMI__": "bmi1", "__BMI2__": "bmi2", "__MOVBE__": "movbe",
-    "__AVX512F__": "avx512f", "__AVX512DQ__": "avx512dq", "__AVX512CD__": "avx512cd",
-    "__AVX512BW__": "avx512bw", "__AVX512VL__": "avx512vl", "__AVX512IFMA__": "avx512ifma",
-    "__AVX512VBMI__": "avx512vbmi", "__AVX512VBMI2__": "avx512_vbmi2",
-    "__AVX512VNNI__": "avx512_vnni", "__AVX512BITALG__": "avx512_bitalg",
-    "__AVX512VPOPCNTDQ__": "avx512_vpopcntdq", "__AVX512BF16__": "avx512_bf16",
-    "__AVX512FP16__": "avx512_fp16", "__AVX512VP2INTERSECT__": "avx512_vp2intersect",
-    "__AVXVNNI__": "avx_vnni", "__GFNI__": "gfni", "__VAES__": "vaes",
-    "__VPCLMULQDQ__": "vpclmulqdq",
-}
 
 # CPUs a compiler may not know yet (GCC 12 has no znver4): the closest CPU it knows plus the
 # extensions the newer one adds.
@@ -667,3 +649,89 @@ class Target:
 
     def __hash__(self) -> int:
         return hash(str(self))
+
+
+@dataclass(frozen=True)
+class VirtualDevice:
+    """Where an expression's value lives (TVM's ``tvm.target.VirtualDevice``).
+
+    Kiln runs everything on the host CPU, so a VirtualDevice is plain data that device-planning
+    annotations (``on_device``, ``memory.alloc_storage(..., virtual_device=...)``) carry.
+
+    Parameters
+    ----------
+    device : Device or None
+        The runtime device (``kiln.cpu()``); ``None`` leaves the device unconstrained.
+    target : Target or str or None
+        The target compiling for it.
+    memory_scope : str
+        The memory scope (``""`` for the default global memory).
+    """
+
+    device_type_int: int = -1
+    virtual_device_id: int = -1
+    target: Target | None = None
+    memory_scope: str = ""
+
+    def __init__(self, device: Any = None, target: Target | str | None = None,
+                 memory_scope: str = "") -> None:
+        object.__setattr__(self, "device_type_int", -1 if device is None else int(device.device_type))
+        object.__setattr__(self, "virtual_device_id", -1 if device is None else int(device.device_id))
+        object.__setattr__(self, "target", None if target is None else Target(target))
+        object.__setattr__(self, "memory_scope", memory_scope)
+
+    @property
+    def device_type(self) -> int:
+        """The device type code (DLPack numbering; -1 when unconstrained)."""
+        return self.device_type_int
+
+    def is_fully_unconstrained(self) -> bool:
+        """Whether nothing (device, target, scope) is fixed."""
+        return self.device_type_int == -1 and self.target is None and not self.memory_scope
+
+    def __str__(self) -> str:
+        parts = []
+        if self.device_type_int != -1:
+            parts.append(f"device_type={self.device_type_int}")
+        if self.virtual_device_id != -1:
+            parts.append(f"virtual_device_id={self.virtual_device_id}")
+        if self.target is not None:
+            parts.append(f"target={self.target}")
+        if self.memory_scope:
+            parts.append(f"memory_scope='{self.memory_scope}'")
+        return "VirtualDevice(" + ", ".join(parts) + ")"
+
+
+def _llvm_version_major(allow_none: bool = False) -> int | None:
+    """The LLVM major version behind Kiln's ``llvm`` target (TVM's ``target.codegen.llvm_version_major``).
+
+    Kiln links no LLVM: its ``llvm`` target emits C for the configured C compiler. When that
+    compiler is clang, its major version is the LLVM version that generates the code. Otherwise no
+    LLVM is involved: ``None`` with ``allow_none``, else ``0``, so that version gates such as
+    ``llvm_version_major() >= 8`` (TVM's LLVM-specific intrinsics) take their "no LLVM" branch.
+    """
+    from kiln.runtime.toolchain import compiler_version
+
+    try:
+        text = compiler_version()
+    except KilnError:
+        text = ""
+    match = re.search(r"clang version (\d+)", text)
+    if match:
+        return int(match.group(1))
+    return None if allow_none else 0
+
+
+class _CodegenNamespace:
+    """``tvm.target.codegen``: what Kiln can say about its code generators."""
+
+    llvm_version_major = staticmethod(_llvm_version_major)
+
+    @staticmethod
+    def llvm_lookup_intrinsic_id(name: str) -> int:
+        """TVM looks an LLVM intrinsic up here; Kiln emits C, so none is known (0, as TVM's "not found")."""
+        return 0
+
+
+#: ``tvm.target.codegen`` (Kiln's ``llvm`` target is its C backend).
+codegen = _CodegenNamespace()

@@ -8,9 +8,7 @@ import pytest
 import kiln as tvm
 from kiln import relay
 from kiln.interpreter import Interpreter, InterpreterError, evaluate
-from kiln.ir import TensorType
-from kiln.ir.expr import Op
-from kiln.op import registry
+from kiln.ir import TensorType, op_table
 from kiln.op.registry import OpPattern, register_op
 
 
@@ -55,8 +53,7 @@ def bad_op():
                 reference=lambda args, attrs, out: args[0].astype("float64"),
                 pattern=OpPattern.OPAQUE)
     yield relay.op.get("test.bad_kernel")
-    registry._REGISTRY.pop("test.bad_kernel")
-    Op._table.pop("test.bad_kernel")
+    op_table.unregister_op_def("test.bad_kernel")
 
 
 def test_misbehaving_reference_kernel_is_caught(bad_op):

@@ -17,12 +17,16 @@ from kiln.testing.compat import (
     UnitResult,
     compat_markdown,
     convert_source,
+    convert_tutorial,
     out_of_scope_reason,
     run_file,
+    run_tutorial,
+    tutorials_markdown,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT.parent / "shared" / "tvm_relay_tests" / "tests"
+TUTORIALS = ROOT.parent / "shared" / "tvm_relay_tests" / "tutorials"
 
 
 def _parametrize_mark(func):
@@ -234,3 +238,55 @@ def test_runner_on_suite_file(tmp_path):
     assert res.units or res.import_error
     row = compat_markdown([res]).splitlines()
     assert any(line.startswith("| test_runtime_graph.py | ") for line in row)
+
+
+def test_convert_source_maps_tvm_ir_instrument_to_kiln_instrument():
+    src = "from tvm.ir.instrument import pass_instrument\nimport tvm.ir.instrument as inst\n"
+    out = convert_source(src)
+    assert out == "from kiln.instrument import pass_instrument\nimport kiln.instrument as inst\n"
+    ns: dict = {}
+    exec(out, ns)  # the converted imports resolve
+    assert ns["pass_instrument"] is ns["inst"].pass_instrument
+
+
+def test_convert_tutorial_edits_and_reports_a_stale_edit():
+    text = ("from tvm.contrib.download import download_testdata\n"
+            "target = tvm.target.cuda()\ndev = tvm.cuda()\n")
+    out, edits = convert_tutorial("relay_quick_start.py", text)
+    assert "from kiln.testing.tutorial_data import download_testdata" in out
+    assert 'target = tvm.target.Target("llvm")' in out and "dev = tvm.cpu()" in out
+    assert len(edits) == 3 and any("CUDA" in e for e in edits)
+    with pytest.raises(ValueError, match="no longer applies"):
+        convert_tutorial("relay_quick_start.py", "import tvm\n")
+
+
+def test_run_tutorial_runs_and_fails(tmp_path):
+    (tmp_path / "good.py").write_text("import tvm\nprint(tvm.cpu())\n")
+    (tmp_path / "bad.py").write_text("import tvm\nfrom tvm import autotvm\nraise ValueError('boom')\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    good = run_tutorial(tmp_path / "good.py", work, timeout=120)
+    bad = run_tutorial(tmp_path / "bad.py", work, timeout=120)
+    assert (good.status, good.message, good.tuning) == ("runs", "", False)
+    assert (bad.status, bad.message, bad.tuning) == ("fails", "ValueError: boom", True)
+    text = tutorials_markdown([good, bad])
+    assert "| good.py | runs |" in text and "| bad.py | fails: ValueError: boom |" in text
+    assert "`bad.py`" in text  # listed as out of scope until tuning lands
+
+
+def test_runner_supplies_tvms_test_tree_utils(tmp_path):
+    (tmp_path / "test_uses_utils.py").write_text(
+        "from utils.external_codegen import set_external_func_attr, check_graph_executor_result\n"
+        "def test_names():\n    assert callable(set_external_func_attr)\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    res = run_file(tmp_path / "test_uses_utils.py", work, timeout=120)
+    assert not res.import_error
+    assert [u.outcome for u in res.units] == ["passed"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (TUTORIALS / "use_pass_instrument.py").exists(), reason="TVM tutorials not present")
+def test_pass_instrument_tutorial_runs(tmp_path):
+    res = run_tutorial(TUTORIALS / "use_pass_instrument.py", tmp_path, timeout=600)
+    assert res.status == "runs", res.message

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["debugger", "graph_executor", "graph_runtime", "utils"]
+__all__ = ["cudnn", "debugger", "download", "graph_executor", "graph_runtime", "nvcc", "utils"]
 
 
 def __getattr__(name: str) -> Any:

@@ -40,6 +40,11 @@ class TempDirectory:
             self.temp_dir = tempfile.mkdtemp(prefix="kiln-")
         self._owned = custom_path is None and not keep_for_debug
 
+    @property
+    def path(self) -> Path:
+        """The folder as a :class:`pathlib.Path` (TVM's ``TempDirectory.path``)."""
+        return Path(self.temp_dir)
+
     def relpath(self, name: str) -> str:
         """The path of ``name`` inside the folder."""
         return str(Path(self.temp_dir) / name)

@@ -31,9 +31,11 @@ from kiln.errors import (
     FrontendError,
     KilnError,
     KilnTypeError,
+    UnknownInputError,
     UnsupportedOpError,
 )
 from kiln.frontend import (  # noqa: F401  (importing a family registers its converters)
+    onnx_contrib,
     onnx_conv,
     onnx_deform,
     onnx_image,
@@ -59,6 +61,7 @@ from kiln.frontend.onnx_common import (
 from kiln.frontend.onnx_model import (
     LOOP_DETAIL,
     check_model,
+    converter_key,
     find_unsupported,
     function_opset,
     load_model,
@@ -90,6 +93,8 @@ def from_onnx(
     dtype: str | Mapping[str, str] = "float32",
     opset: int | None = None,
     freeze_params: bool = True,
+    convert_config: Mapping[str, Any] | None = None,
+    export_node_renamed_model_path: str | os.PathLike[str] | None = None,
     const_inputs: Mapping[str, Any] | None = None,
 ) -> tuple[IRModule, dict[str, Any]]:
     """Import an ONNX model.
@@ -110,6 +115,13 @@ def from_onnx(
     freeze_params : bool
         True: initializers and Constant nodes are embedded as constants and ``params`` is empty.
         False: they become function parameters named after them, returned in ``params``.
+    convert_config : dict, optional
+        TVM's conversion options. ``use_nt_batch_matmul`` (default True): an N-d MatMul becomes
+        ``transpose(b)`` + ``nn.batch_matmul(transpose_b=True)`` (TVM's preferred NT form) rather
+        than ``nn.batch_matmul(transpose_b=False)``; both compute the same values.
+    export_node_renamed_model_path : str or path, optional
+        A folder to save the model in (``tvm_exported_model_<graph name>.onnx``) with its unnamed
+        nodes named as the import names them (``<OpType>_<n>``, counted per op type).
     const_inputs : dict of str to array-like, optional
         Graph inputs to bind to constant values (they disappear from the function's parameters),
         so that graphs whose control flow or shapes depend on them import statically.
@@ -127,8 +139,53 @@ def from_onnx(
     >>> mod, params = from_onnx("resnet18.onnx", shape={"data": (1, 3, 224, 224)})  # doctest: +SKIP
     """
     proto = load_model(model)
+    config = _convert_config(convert_config)
+    if export_node_renamed_model_path is not None:
+        proto = _export_renamed(proto, export_node_renamed_model_path)
     importer = _Importer(proto, shape or {}, dtype, opset, freeze_params, const_inputs or {})
+    importer.convert_config = config
     return importer.run()
+
+
+# TVM's ``convert_config`` keys and their defaults.
+CONVERT_CONFIG_DEFAULTS: dict[str, Any] = {"use_nt_batch_matmul": True}
+
+
+def _convert_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    out = dict(CONVERT_CONFIG_DEFAULTS)
+    for key, value in (config or {}).items():
+        if key not in CONVERT_CONFIG_DEFAULTS:
+            raise FrontendError(f"unknown convert_config key {key!r}; the ONNX importer knows "
+                                f"{', '.join(sorted(CONVERT_CONFIG_DEFAULTS))}")
+        out[key] = value
+    return out
+
+
+def _export_renamed(proto: onnx.ModelProto, folder: str | os.PathLike[str]) -> onnx.ModelProto:
+    """A copy of ``proto`` whose unnamed nodes are named ``<OpType>_<n>`` (``n`` counts per op
+    type, as TVM names them), also saved in ``folder``."""
+    renamed = onnx.ModelProto()
+    renamed.CopyFrom(proto)
+    counts: dict[str, int] = {}
+    for node in renamed.graph.node:
+        if not node.name:
+            counts[node.op_type] = counts.get(node.op_type, -1) + 1
+            node.name = f"{node.op_type}_{counts[node.op_type]}"
+    os.makedirs(folder, exist_ok=True)
+    onnx.save(renamed, os.path.join(os.fspath(folder), f"tvm_exported_model_{renamed.graph.name}.onnx"))
+    return renamed
+
+
+def _read_names(graph: onnx.GraphProto) -> set[str]:
+    """Every value name a node of ``graph`` (or of its subgraphs) reads, and the graph outputs."""
+    names = {o.name for o in graph.output}
+    for node in graph.node:
+        names.update(node.input)
+        for attr in node.attribute:
+            subgraphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+            for sub in subgraphs:
+                names |= _read_names(sub)
+    return names
 
 
 class _Scope:
@@ -161,6 +218,7 @@ class _Importer(ImportState):
         self.const_inputs = dict(const_inputs)
         self.functions = {(f.domain, f.name): f for f in proto.functions}
         self.checker_note = ""
+        self.convert_config: dict[str, Any] = dict(CONVERT_CONFIG_DEFAULTS)
 
     # --- entry -------------------------------------------------------------------------------
     def run(self) -> tuple[IRModule, dict[str, Any]]:
@@ -185,8 +243,8 @@ class _Importer(ImportState):
                            ("const_inputs names", self.const_inputs), ("dtype names", dtype_keys)):
             for key in keys:
                 if key not in names:
-                    raise FrontendError(f"{what} {key!r}, which is not a graph input (the graph's "
-                                        f"inputs are {', '.join(repr(n) for n in names) or 'none'})")
+                    raise UnknownInputError(f"{what} {key!r}, which is not a graph input (the graph's "
+                                            f"inputs are {', '.join(repr(n) for n in names) or 'none'})")
         unbound: list[tuple[str, tuple[int | str | None, ...] | None, tuple[int, ...]]] = []
         for vi in graph.input:
             if vi.name in initializers:
@@ -209,12 +267,25 @@ class _Importer(ImportState):
         if unbound:
             raise DynamicShapeError(unbound)
 
+    def _shape_cannot_conflict(self, name: str, declared: tuple[int | str | None, ...],
+                               given: tuple[int, ...]) -> bool:
+        """Whether a given shape that differs from the declared one is still safe to take: both
+        hold one element (a scalar fed as ``(1,)``, which onnxruntime accepts too), or no node
+        reads the input."""
+        static = [d for d in declared if isinstance(d, int)]
+        if len(static) == len(declared) and \
+                int(np.prod(static, dtype=np.int64)) == 1 == int(np.prod(given, dtype=np.int64)):
+            return True
+        return name not in _read_names(self.proto.graph)
+
     def input_type(self, vi: onnx.ValueInfoProto) -> tuple[
             TensorType | None, tuple[str, tuple[int | str | None, ...] | None, tuple[int, ...]] | None]:
         """The static type of graph input ``vi``, or (name, declared dims, unbound dim indices).
 
         A shape given with ``shape=`` must keep the model's rank and its static dims; only
-        symbolic (``dim_param``) and unknown dims take the given sizes.
+        symbolic (``dim_param``) and unknown dims take the given sizes. Exceptions, where the
+        given shape cannot contradict the model: one element given for a one-element input,
+        and any shape for an input no node reads.
         """
         if vi.type.WhichOneof("value") not in (None, "tensor_type"):
             raise FrontendError(f"graph input {vi.name!r} is a {vi.type.WhichOneof('value')}; "
@@ -230,7 +301,10 @@ class _Importer(ImportState):
             int(d.dim_value) if d.HasField("dim_value") and d.dim_value >= 0
             else (d.dim_param or None) for d in tt.shape.dim)
         if vi.name in self.shape:
-            return TensorType(check_input_shape(vi.name, declared, self.shape[vi.name]), dtype), None
+            given = tuple(int(d) for d in self.shape[vi.name])
+            if declared is not None and self._shape_cannot_conflict(vi.name, declared, given):
+                declared = None  # taken as given, as TVM takes every given shape
+            return TensorType(check_input_shape(vi.name, declared, given), dtype), None
         if vi.name in self.const_inputs:
             return TensorType(np.shape(self.const_inputs[vi.name]), dtype), None
         if declared is None:
@@ -322,7 +396,7 @@ class _Importer(ImportState):
             return self.convert_scan(ctx, scope, source)
         if node.op_type == "Loop":
             return self.convert_loop(ctx, scope)
-        spec = CONVERTERS.get(node.op_type)
+        spec = CONVERTERS.get(converter_key(node))
         if spec is not None:
             if spec.check is not None:
                 reason = spec.check(ctx.attrs, ctx.opset)
@@ -366,17 +440,49 @@ class _Importer(ImportState):
     def convert_if(self, ctx: NodeContext, scope: _Scope, source: str) -> list[Expr | None]:
         cond = ctx.value(0)
         if cond is None:
+            selected, why = self.select_if(ctx, scope)
+            if selected is not None:
+                return selected
             names = self.inputs_of(ctx.input(0))
             raise InputDependentError(
                 ctx.op_type, ctx.name, "If whose condition depends on graph input(s) "
-                + ", ".join(repr(n) for n in names) + "; only an If with a condition known at import "
-                "is inlined (bind those inputs with const_inputs=)", ctx.opset, names)
+                + ", ".join(repr(n) for n in names) + f" and whose branches {why}; only such an If "
+                "with a condition known at import is inlined (bind those inputs with const_inputs=)",
+                ctx.opset, names)
         branch = "then_branch" if bool(np.asarray(cond).reshape(-1)[0]) else "else_branch"
         graph = ctx.attrs[branch]
         outputs = self.convert_graph(graph, _Scope(scope), f"{ctx.name}/{branch}/", ctx.opset)
         if len(outputs) != ctx.num_outputs:
             raise ctx.error(f"{branch} has {len(outputs)} outputs, the node declares {ctx.num_outputs}")
         return list(outputs)
+
+    def select_if(self, ctx: NodeContext, scope: _Scope) -> tuple[list[Expr | None] | None, str]:
+        """An If whose condition is known only at run time, as ``where(cond, then, else)`` per
+        output when both branches import with the same static tensor types (branches are pure,
+        so computing both and selecting is exact); else (None, why not)."""
+        cond = ctx.input(0)
+        if int(np.prod(ctx.shape(cond), dtype=np.int64)) != 1:
+            return None, "have a condition of more than one element"
+        branches = []
+        for branch in ("then_branch", "else_branch"):
+            try:
+                outs = self.convert_graph(ctx.attrs[branch], _Scope(scope), f"{ctx.name}/{branch}/",
+                                          ctx.opset)
+            except (FrontendError, KilnTypeError) as e:
+                return None, f"cannot both be imported ({branch}: {e})"
+            if len(outs) != ctx.num_outputs:
+                raise ctx.error(f"{branch} has {len(outs)} outputs, the node declares {ctx.num_outputs}")
+            branches.append(outs)
+        flag = K.reshape(cond, newshape=()) if ctx.shape(cond) != () else cond
+        if ctx.dtype(cond) != "bool":
+            flag = K.cast(flag, "bool")
+        selected: list[Expr | None] = []
+        for then_out, else_out in zip(*branches):
+            then_ty, else_ty = self.type_of(then_out), self.type_of(else_out)
+            if not (isinstance(then_ty, TensorType) and then_ty == else_ty):
+                return None, "produce values of different types"
+            selected.append(K.where(flag, then_out, else_out))
+        return selected, ""
 
     def convert_scan(self, ctx: NodeContext, scope: _Scope, source: str) -> list[Expr | None]:
         """Unroll a Scan over its (static) scan length: one copy of the body per step.

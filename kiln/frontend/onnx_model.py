@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_DOMAINS",
     "LOOP_DETAIL",
     "check_model",
+    "converter_key",
     "find_unsupported",
     "function_opset",
     "load_model",
@@ -137,6 +138,12 @@ def check_model(proto: onnx.ModelProto) -> str:
 def node_name(node: onnx.NodeProto, index: int, prefix: str) -> str:
     """The node's name, or ``<OpType>_<index>`` when it has none (stable for the model)."""
     return prefix + (node.name or f"{node.op_type}_{index}")
+
+
+def converter_key(node: onnx.NodeProto) -> str:
+    """The key of ``node``'s converter: its op type, domain-qualified outside the default domain
+    (``com.microsoft.Gelu``)."""
+    return node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
 
 
 def function_opset(fn: onnx.FunctionProto, default: int) -> int:
@@ -286,9 +293,9 @@ def _node_problem(node: onnx.NodeProto, opset: int, registered: set[str],
             if detail is not None:
                 return f"its function body uses {inner.op_type}" + (f" ({detail})" if detail else "")
         return None
-    if node.domain not in DEFAULT_DOMAINS:
+    op_type = converter_key(node)
+    if node.domain not in DEFAULT_DOMAINS and op_type not in CONVERTERS:
         return f"domain {node.domain!r} is not supported"
-    op_type = node.op_type
     if op_type in ("Constant", "If", "Loop", "Scan"):
         return None
     spec = CONVERTERS.get(op_type)

@@ -89,13 +89,24 @@ def matmul(ctx: NodeContext, a: Expr, b: Expr) -> Expr:
         size = int(np.prod(batch, dtype=np.int64))
         a3 = _batched(ctx, a, batch, (m, k), size)
         b3 = _batched(ctx, b, batch, (k, n), size)
-        out = _nn().batch_matmul(a3, b3, transpose_a=False, transpose_b=False)
+        if _use_nt_batch_matmul(ctx):
+            # TVM's default form: batch_matmul with a transposed right operand (the NT kernel)
+            out = _nn().batch_matmul(a3, _tf().transpose(b3, (0, 2, 1)), transpose_a=False,
+                                     transpose_b=True)
+        else:
+            out = _nn().batch_matmul(a3, b3, transpose_a=False, transpose_b=False)
         out_shape = (*batch, m, n)
     if squeeze_front:
         out_shape = out_shape[:-2] + out_shape[-1:]
     if squeeze_back:
         out_shape = out_shape[:-1]
     return reshape_to(ctx, out, out_shape)
+
+
+def _use_nt_batch_matmul(ctx: NodeContext) -> bool:
+    """``convert_config["use_nt_batch_matmul"]`` of the import (TVM's default: True)."""
+    config = getattr(ctx.importer, "convert_config", None) or {}
+    return bool(config.get("use_nt_batch_matmul", True))
 
 
 def _batched(ctx: NodeContext, x: Expr, batch: tuple[int, ...], mat: tuple[int, int], size: int) -> Expr:

@@ -4,7 +4,9 @@ Each direction projects the whole input sequence with one ``nn.dense`` (input we
 then runs one step per time index: a ``nn.dense`` with the recurrence weights, the gate
 activations and the state update. Reverse directions walk the sequence backwards; with a constant
 ``sequence_lens`` each batch entry is reversed within its own length (a constant gather), and a
-step past an entry's length keeps its state and writes zeros to ``Y``, as ONNX specifies.
+step past an entry's length keeps its state and writes zeros to ``Y``, as ONNX specifies; an
+entry of length 0 ends with zero states, as onnxruntime's. ``sequence_lens`` computed from graph
+inputs works the same way, with the step masks and the reversal gather computed at run time.
 Outputs follow ``layout`` (0: time-major, 1: batch-major).
 """
 
@@ -100,6 +102,12 @@ class _Setup:
     dirs: list[str]
     lens: np.ndarray | None  # per batch entry, when some entry is shorter than seq
     clip: float | None
+    lens_expr: Expr | None = None  # (batch,) int64 lengths known only at run time
+
+    @property
+    def varlen(self) -> bool:
+        """Whether batch entries may stop before ``seq`` (constant or run-time lengths)."""
+        return self.lens is not None or self.lens_expr is not None
 
 
 def _tf() -> Any:
@@ -125,14 +133,20 @@ def _setup(ctx: NodeContext) -> _Setup:
     dirs = ["forward", "reverse"] if direction == "bidirectional" else [direction]
     hidden = int(ctx.attr("hidden_size", ctx.shape(1)[1] // _GATES[ctx.op_type]))
     lens = None
-    if ctx.has_input(4):
+    lens_expr = None
+    if ctx.has_input(4) and ctx.value(4) is None:
+        # lengths computed from graph inputs: masks and reversal gathers become expressions
+        if int(np.prod(ctx.shape(4))) != batch:
+            raise ctx.error(f"sequence_lens of shape {ctx.shape(4)} must hold {batch} lengths")
+        lens_expr = ew.cast(reshape_to(ctx, ctx.input(4), (batch,)), "int64")
+    elif ctx.has_input(4):
         lens = np.asarray(ctx.const_input(4, "sequence_lens")).astype(np.int64).reshape(-1)
         if lens.shape != (batch,) or (lens < 0).any() or (lens > seq).any():
             raise ctx.error(f"sequence_lens {lens.tolist()} must hold {batch} lengths within [0, {seq}]")
         if (lens == seq).all():
             lens = None
     clip = ctx.attr("clip")
-    return _Setup(x, seq, batch, hidden, dirs, lens, None if clip is None else float(clip))
+    return _Setup(x, seq, batch, hidden, dirs, lens, None if clip is None else float(clip), lens_expr)
 
 
 def _direction_slice(ctx: NodeContext, v: Expr, d: int) -> Expr:
@@ -151,6 +165,19 @@ def _initial_state(ctx: NodeContext, i: int, d: int, s: _Setup) -> Expr:
     return _direction_slice(ctx, v, d)
 
 
+def _reverse_gather(ctx: NodeContext, s: _Setup) -> Expr:
+    """:func:`_reverse_index` as an expression; computed from the run-time lengths when the
+    node has them."""
+    if s.lens_expr is None:
+        return const(_reverse_index(s))
+    t = const(np.arange(s.seq, dtype=np.int64).reshape(s.seq, 1))
+    b = const(np.arange(s.batch, dtype=np.int64).reshape(1, s.batch))
+    lens = reshape_to(ctx, s.lens_expr, (1, s.batch))
+    src = ew.where(ew.less(t, lens), ew.subtract(ew.subtract(lens, const(np.int64(1))), t), t)
+    idx = ew.add(ew.multiply(src, const(np.int64(s.batch))), b)
+    return reshape_to(ctx, idx, (s.seq * s.batch,))
+
+
 def _reverse_index(s: _Setup) -> np.ndarray:
     """Flat (seq * batch) gather indices that reverse each batch entry within its length."""
     lens = s.lens if s.lens is not None else np.full(s.batch, s.seq)
@@ -167,15 +194,15 @@ def _projected_inputs(ctx: NodeContext, s: _Setup, d: int, reverse: bool) -> lis
     w = _direction_slice(ctx, ctx.input(1), d)
     gates = ctx.shape(w)[0]
     flat = reshape_to(ctx, s.x, (s.seq * s.batch, ctx.shape(s.x)[2]))
-    if reverse and s.lens is not None:
-        flat = _tf().take(flat, const(_reverse_index(s)), axis=0)
+    if reverse and s.varlen:
+        flat = _tf().take(flat, _reverse_gather(ctx, s), axis=0)
     proj = _dense(flat, w)
     if ctx.has_input(3):
         bias = _direction_slice(ctx, ctx.input(3), d)
         proj = ew.add(proj, static_slice(ctx, bias, [0], [0], [gates]))
     steps = [reshape_to(ctx, static_slice(ctx, proj, [0], [t * s.batch], [(t + 1) * s.batch]),
                         (s.batch, gates)) for t in range(s.seq)]
-    if reverse and s.lens is None:
+    if reverse and not s.varlen:
         steps.reverse()
     return steps
 
@@ -201,8 +228,10 @@ def _clipped(s: _Setup, f: Activation) -> Activation:
     return lambda v: f(ew.clip(v, -c, c))
 
 
-def _step_mask(s: _Setup, t: int) -> Expr | None:
+def _step_mask(ctx: NodeContext, s: _Setup, t: int) -> Expr | None:
     """(batch, 1) mask of the entries still inside their sequence at step ``t``."""
+    if s.lens_expr is not None:
+        return reshape_to(ctx, ew.less(const(np.int64(t)), s.lens_expr), (s.batch, 1))
     if s.lens is None:
         return None
     return const((t < s.lens).reshape(s.batch, 1))
@@ -217,7 +246,7 @@ def _run_direction(ctx: NodeContext, s: _Setup, d: int,
     outputs: list[Expr] = []
     for t, x_t in enumerate(xs):
         new = cell(x_t, states)
-        mask = _step_mask(s, t)
+        mask = _step_mask(ctx, s, t)
         if mask is not None:
             zero = scalar_like(ctx, 0, new[0])
             outputs.append(ew.where(mask, new[0], zero))
@@ -225,12 +254,17 @@ def _run_direction(ctx: NodeContext, s: _Setup, d: int,
         else:
             outputs.append(new[0])
             states = new
-    if reverse and s.lens is None:
+    if s.varlen:
+        # an entry of length 0 ends with zero states (onnxruntime's Y_h/Y_c), not its initial ones
+        started = _step_mask(ctx, s, 0)
+        assert started is not None
+        states = [ew.where(started, st, scalar_like(ctx, 0, st)) for st in states]
+    if reverse and not s.varlen:
         outputs.reverse()
     elif reverse:
         # Step t of entry b processed original time lens[b] - 1 - t: gather back (an involution).
         flat = reshape_to(ctx, _stack(ctx, s, outputs), (s.seq * s.batch, s.hidden))
-        back = _tf().take(flat, const(_reverse_index(s)), axis=0)
+        back = _tf().take(flat, _reverse_gather(ctx, s), axis=0)
         outputs = [reshape_to(ctx, static_slice(ctx, back, [0], [t * s.batch], [(t + 1) * s.batch]),
                               (s.batch, s.hidden)) for t in range(s.seq)]
     return outputs, states

@@ -338,8 +338,15 @@ def _gather_nd(ctx: NodeContext) -> Expr:
 
 
 def _check_scatter(attrs: dict[str, Any], opset: int) -> str | None:
-    reduction = attrs.get("reduction", "none")
+    reduction = _reduction(attrs)
     return None if reduction in ("none", "add", "mul", "min", "max") else f"reduction={reduction!r}"
+
+
+def _reduction(attrs: dict[str, Any]) -> str:
+    """The scatter reduction; ``"update"`` (relay's name, which onnxruntime and TVM accept) is
+    ``"none"``."""
+    reduction = str(attrs.get("reduction", "none"))
+    return "none" if reduction == "update" else reduction
 
 
 @converter("ScatterElements", "Scatter", needs=("scatter_elements",), check=_check_scatter)
@@ -347,7 +354,7 @@ def _scatter_elements(ctx: NodeContext) -> Expr:
     x, idx, upd = ctx.input(0), ctx.input(1), ctx.input(2)
     shape = ctx.shape(x)
     axis = normalize_axis(ctx, int(ctx.attr("axis", 0)), len(shape))
-    reduction = ctx.attr("reduction", "none")
+    reduction = _reduction(ctx.attrs)
     return _tf().scatter_elements(x, nonneg_indices(ctx, idx, shape[axis]), upd, axis=axis,
                                   reduction="update" if reduction == "none" else reduction)
 
@@ -355,7 +362,7 @@ def _scatter_elements(ctx: NodeContext) -> Expr:
 @converter("ScatterND", needs=("scatter_nd", "scatter_elements", "transpose"), check=_check_scatter)
 def _scatter_nd(ctx: NodeContext) -> Expr:
     x, idx, upd = ctx.input(0), ctx.input(1), ctx.input(2)
-    reduction = ctx.attr("reduction", "none")
+    reduction = _reduction(ctx.attrs)
     if reduction in ("none", "add"):
         mode = "add" if reduction == "add" else "update"
         return _tf().scatter_nd(x, _index_first(ctx, x, idx, 0), upd, mode=mode)

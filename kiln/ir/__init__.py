@@ -19,7 +19,9 @@ from kiln.ir.expr import (
     var,
 )
 from kiln.ir.module import IRModule
+from kiln.ir.op_table import register_op_attr
 from kiln.ir.printer import astext
+from kiln.ir.span import SourceName, Span
 from kiln.ir.structural import assert_structural_equal, structural_equal, structural_hash
 from kiln.ir.types import FuncType, TensorType, TupleType, Type, as_dtype, np_dtype
 from kiln.ir.visitor import (
@@ -48,6 +50,8 @@ __all__ = [
     "If",
     "Let",
     "Op",
+    "SourceName",
+    "Span",
     "TensorType",
     "Tuple",
     "TupleGetItem",
@@ -73,10 +77,3 @@ __all__ = [
     "structural_hash",
     "var",
 ]
-
-
-def register_op_attr(op_name: str, attr_key: str, value: object = None, level: int = 10) -> object:
-    """TVM's ``tvm.ir.register_op_attr``: declares external-target support for an operator."""
-    from kiln.relay.op.contrib.register import register_op_attr as _register
-
-    return _register(op_name, attr_key, value, level)

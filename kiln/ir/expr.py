@@ -96,11 +96,11 @@ class Expr:
 
         return astext(self)
 
-    def astext(self, show_meta_data: bool = False) -> str:
-        """The expression in relay's text form."""
+    def astext(self, show_meta_data: bool = True, annotate: Any = None) -> str:
+        """The expression in relay's text form (with the ``#[metadata]`` section, as TVM's)."""
         from kiln.ir.printer import astext
 
-        return astext(self)
+        return astext(self, show_meta_data=show_meta_data, annotate=annotate)
 
     # --- operators building calls (relay ExprWithOp) -----------------------------------------
     def _binary(self, name: str, other: Any, reverse: bool = False) -> Call:
@@ -157,9 +157,9 @@ class Expr:
 
     def astype(self, dtype: str) -> Call:
         """``cast(self, dtype)``."""
-        from kiln.op import cast
+        from kiln.ir.op_table import call_op
 
-        return cast(self, dtype)
+        return call_op("cast", [self], dtype=as_dtype(dtype))
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -190,29 +190,23 @@ class Op(Expr):
     __slots__ = ("name",)
     _fields = ("name",)
     name: str
-    _table: dict[str, Op] = {}
 
     def __init__(self, name: str):
         self._set(name=name)
 
     @staticmethod
     def get(name: str) -> Op:
-        """The registered operator called ``name``."""
-        op = Op._table.get(name)
-        if op is None:
-            import kiln.op  # noqa: F401  (registers every operator family on first use)
+        """The registered operator called ``name`` (an ``UnknownOpError`` naming it if none)."""
+        from kiln.ir.op_table import get_op
 
-            op = Op._table.get(name)
-        if op is None:
-            raise KeyError(f"no operator named {name!r} is registered")
-        return op
+        return get_op(name)
 
     @property
     def op_def(self) -> Any:
         """The registry entry (type relation, reference kernel, fusion pattern, ...)."""
-        from kiln.op.registry import get_op_def
+        from kiln.ir.op_table import op_definition
 
-        return get_op_def(self.name)
+        return op_definition(self.name)
 
     def replace(self, **changes: Any) -> Expr:
         return self if not changes or changes == {"name": self.name} else Op.get(changes["name"])
@@ -246,6 +240,10 @@ class Var(Expr):
 
     def replace(self, **changes: Any) -> Expr:
         raise TypeError("variables are identities; create a new relay.var instead of replacing one")
+
+    def __call__(self, *args: Expr) -> Call:
+        """A call of this (function-typed) variable."""
+        return Call(self, list(args))
 
     def _short(self) -> str:
         return f"%{self.name_hint}"
@@ -305,13 +303,13 @@ class Call(Expr):
         Operator attributes.
     type_args : ignored
         Accepted for TVM compatibility; :attr:`type_args` is derived from the argument types.
-    span : ignored
-        Accepted for TVM compatibility.
+    span : Span, optional
+        Where the call came from (:class:`~kiln.ir.span.Span`); printed, never compared.
     source_names : tuple of str
         Names of the source-model nodes this call came from (provenance); kept by every pass.
     """
 
-    __slots__ = ("args", "attrs", "op", "source_names")
+    __slots__ = ("args", "attrs", "op", "source_names", "span")
     _fields = ("op", "args", "attrs", "source_names")
     op: Expr
     args: tuple[Expr, ...]
@@ -328,9 +326,10 @@ class Call(Expr):
         source_names: Iterable[str] = (),
     ):
         args = tuple(_to_expr(a) for a in args)
-        if not isinstance(op, (Op, GlobalVar, Function, Var)):
-            raise TypeError(f"cannot call {type(op).__name__}: expected an Op, GlobalVar or Function")
-        self._set(op=op, args=args, attrs=attrs, source_names=tuple(source_names))
+        if not isinstance(op, Expr):  # an Op, a GlobalVar, a function or any function-typed expr
+            raise TypeError(f"cannot call {type(op).__name__}: expected an Op, GlobalVar, Function "
+                            "or function-typed expression")
+        self._set(op=op, args=args, attrs=attrs, source_names=tuple(source_names), span=span)
 
     @property
     def type_args(self) -> list[Type]:
@@ -446,6 +445,10 @@ class Function(Expr):
         for k, v in items:
             attrs = attrs.with_attr(k, v)
         return Function(self.params, self.body, self.ret_type, attrs=attrs)
+
+    def __call__(self, *args: Expr) -> Call:
+        """A call of this function on ``args``."""
+        return Call(self, list(args))
 
     def without_attr(self, key: str) -> Function:
         """A copy without attribute ``key``."""
@@ -566,6 +569,8 @@ def const(value: Any, dtype: str | None = None) -> Constant:
     """Create a constant, as ``relay.const``; Python floats default to float32, ints to int32."""
     if hasattr(value, "numpy") and not isinstance(value, np.ndarray):
         value = value.numpy()
+    if isinstance(dtype, TensorType):  # relay.const(0, relay.scalar_type("int32")), as NumPy reads it
+        dtype = dtype.dtype
     if dtype is not None:
         return Constant(np.asarray(value, dtype=np_dtype(dtype)))
     if isinstance(value, (np.ndarray, np.number, np.bool_)):

@@ -111,12 +111,35 @@ class IRModule:
         gv = self.get_global_var(key) if isinstance(key, str) else key
         del self._funcs[gv]
 
+    def import_from_std(self, file_to_import: str) -> None:
+        """Import one of relay's standard-library files (TVM's ``IRModule.import_from_std``).
+
+        ``core.rly`` only declares the extern type ``Storage`` (which Kiln's ``memory.*`` ops use
+        directly), so importing it adds no function. ``prelude.rly`` and others define algebraic
+        data types, which Kiln's IR does not have: importing them raises ``NotImplementedError``.
+        """
+        if file_to_import == "core.rly":
+            return
+        raise NotImplementedError(
+            f"IRModule.import_from_std({file_to_import!r}): relay's ADT standard library (List, "
+            "Option, Tree, ...) is not supported by Kiln (no algebraic data types)")
+
     # --- building new modules --------------------------------------------------------------
     def copy(self) -> IRModule:
         """A shallow copy: same function objects, separate mapping."""
         new = IRModule(attrs=self.attrs)
         new._funcs = dict(self._funcs)
         return new
+
+    def with_attr(self, attr_key: str, attr_value: Any) -> IRModule:
+        """A copy with module attribute ``attr_key`` set to ``attr_value`` (TVM's ``with_attr``)."""
+        new = self.copy()
+        new.attrs[attr_key] = attr_value
+        return new
+
+    def get_attr(self, attr_key: str) -> Any:
+        """The module attribute ``attr_key``, or None."""
+        return self.attrs.get(attr_key)
 
     def with_function(self, key: GlobalVar | str, fn: Function) -> IRModule:
         """A copy with one function added or replaced."""
@@ -138,18 +161,18 @@ class IRModule:
         return mod
 
     # --- text ------------------------------------------------------------------------------
-    def astext(self, show_meta_data: bool = False) -> str:
-        """The module in relay's text form."""
+    def astext(self, show_meta_data: bool = True, annotate: Any = None) -> str:
+        """The module in relay's text form (with the ``#[metadata]`` section, as TVM's)."""
         from kiln.ir.printer import astext
 
-        return astext(self)
+        return astext(self, show_meta_data=show_meta_data, annotate=annotate)
 
     def __str__(self) -> str:
-        return self.astext()
+        return self.astext(show_meta_data=False)
 
     def show(self) -> None:
         """Print the module's text form."""
-        print(self.astext())
+        print(self.astext(show_meta_data=False))
 
     def __repr__(self) -> str:
         return f"IRModule({', '.join('@' + g.name_hint for g in self._funcs)})"

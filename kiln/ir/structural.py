@@ -27,6 +27,7 @@ from kiln.ir.expr import (
     Var,
 )
 from kiln.ir.module import IRModule
+from kiln.ir.ref import RefCreate, RefRead, RefWrite
 from kiln.ir.visitor import children, post_order
 
 __all__ = ["assert_structural_equal", "structural_equal", "structural_hash"]
@@ -44,13 +45,32 @@ def _consts_equal(a: np.ndarray, b: np.ndarray) -> bool:
     return bool(np.array_equal(a, b))
 
 
+class _Path:
+    """Where a compared pair sits (``root/add.args[0]/...``), spelled out only for a mismatch:
+    building every path as a string would cost the graph's depth per node."""
+
+    __slots__ = ("parent", "step")
+
+    def __init__(self, parent: _Path | None, step: str):
+        self.parent = parent
+        self.step = step
+
+    def __str__(self) -> str:
+        steps = []
+        node: _Path | None = self
+        while node is not None:
+            steps.append(node.step)
+            node = node.parent
+        return "".join(reversed(steps))
+
+
 def _compare(a: Any, b: Any, map_free_vars: bool) -> None:
     var_map: dict[int, Var] = {}
     done: set[tuple[int, int]] = set()
     keep: list[Any] = []
-    stack: list[tuple[Any, Any, str]] = [(a, b, "root")]
+    stack: list[tuple[Any, Any, _Path]] = [(a, b, _Path(None, "root"))]
 
-    def bind(x: Var, y: Var, path: str) -> None:
+    def bind(x: Var, y: Var, path: _Path) -> None:
         if x.type_annotation != y.type_annotation:
             raise _Mismatch(f"{path}: variable types differ: {x.type_annotation} vs {y.type_annotation}")
         var_map[id(x)] = y
@@ -90,17 +110,17 @@ def _compare(a: Any, b: Any, map_free_vars: bool) -> None:
                 raise _Mismatch(f"{path}: attributes differ: {x.attrs} vs {y.attrs}")
             name = x.op.name if isinstance(x.op, Op) else "call"
             for i in reversed(range(len(x.args))):
-                stack.append((x.args[i], y.args[i], f"{path}/{name}.args[{i}]"))
-            stack.append((x.op, y.op, f"{path}/{name}.op"))
+                stack.append((x.args[i], y.args[i], _Path(path, f"/{name}.args[{i}]")))
+            stack.append((x.op, y.op, _Path(path, f"/{name}.op")))
         elif isinstance(x, Tuple):
             if len(x.fields) != len(y.fields):
                 raise _Mismatch(f"{path}: tuples of {len(x.fields)} vs {len(y.fields)} fields")
             for i in reversed(range(len(x.fields))):
-                stack.append((x.fields[i], y.fields[i], f"{path}/tuple[{i}]"))
+                stack.append((x.fields[i], y.fields[i], _Path(path, f"/tuple[{i}]")))
         elif isinstance(x, TupleGetItem):
             if x.index != y.index:
                 raise _Mismatch(f"{path}: tuple index {x.index} vs {y.index}")
-            stack.append((x.tuple_value, y.tuple_value, f"{path}/.{x.index}"))
+            stack.append((x.tuple_value, y.tuple_value, _Path(path, f"/.{x.index}")))
         elif isinstance(x, Function):
             if len(x.params) != len(y.params):
                 raise _Mismatch(f"{path}: functions of {len(x.params)} vs {len(y.params)} params")
@@ -111,21 +131,21 @@ def _compare(a: Any, b: Any, map_free_vars: bool) -> None:
                 raise _Mismatch(f"{path}: return types differ: {x.ret_type} vs {y.ret_type}")
             for p, q in zip(x.params, y.params):
                 bind(p, q, path)
-            stack.append((x.body, y.body, f"{path}/body"))
-        elif isinstance(x, If):
+            stack.append((x.body, y.body, _Path(path, "/body")))
+        elif isinstance(x, (If, RefCreate, RefRead, RefWrite)):
             for i, (cx, cy) in enumerate(zip(children(x), children(y))):
-                stack.append((cx, cy, f"{path}/if[{i}]"))
+                stack.append((cx, cy, _Path(path, f"/if[{i}]")))
         elif isinstance(x, Let):
             bind(x.var, y.var, path)
-            stack.append((x.body, y.body, f"{path}/let.body"))
-            stack.append((x.value, y.value, f"{path}/let.value"))
+            stack.append((x.body, y.body, _Path(path, "/let.body")))
+            stack.append((x.value, y.value, _Path(path, "/let.value")))
         elif isinstance(x, IRModule):
             names_x = sorted(g.name_hint for g in x.functions)
             names_y = sorted(g.name_hint for g in y.functions)
             if names_x != names_y:
                 raise _Mismatch(f"modules hold different functions: {names_x} vs {names_y}")
             for name in reversed(names_x):
-                stack.append((x[name], y[name], f"@{name}"))
+                stack.append((x[name], y[name], _Path(None, f"@{name}")))
         elif x != y:
             raise _Mismatch(f"{path}: {x} vs {y}")
 

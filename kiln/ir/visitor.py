@@ -27,6 +27,7 @@ from kiln.ir.expr import (
     TupleGetItem,
     Var,
 )
+from kiln.ir.ref import RefCreate, RefRead, RefWrite
 
 __all__ = [
     "ExprMutator",
@@ -42,7 +43,7 @@ __all__ = [
 def children(expr: Expr) -> tuple[Expr, ...]:
     """The sub-expressions of ``expr`` that are graph values, in evaluation order."""
     if isinstance(expr, Call):
-        if isinstance(expr.op, Function):
+        if not isinstance(expr.op, (Op, GlobalVar, Var)):  # a function literal or a computed callee
             return (expr.op, *expr.args)
         return expr.args
     if isinstance(expr, Tuple):
@@ -55,7 +56,17 @@ def children(expr: Expr) -> tuple[Expr, ...]:
         return (expr.cond, expr.then_branch, expr.else_branch)
     if isinstance(expr, Let):
         return (expr.var, expr.value, expr.body)
+    if isinstance(expr, (RefCreate, RefRead, RefWrite)):
+        return _ref_children(expr)
     return ()
+
+
+def _ref_children(expr: RefCreate | RefRead | RefWrite) -> tuple[Expr, ...]:
+    if isinstance(expr, RefCreate):
+        return (expr.value,)
+    if isinstance(expr, RefRead):
+        return (expr.ref,)
+    return (expr.ref, expr.value)
 
 
 def post_order(expr: Expr, into_functions: bool = True) -> list[Expr]:
@@ -116,7 +127,7 @@ def rebuild(node: Expr, new_children: tuple[Expr, ...]) -> Expr:
 
 def _rebuild(node: Expr, new_children: tuple[Expr, ...]) -> Expr:
     if isinstance(node, Call):
-        if isinstance(node.op, Function):
+        if not isinstance(node.op, (Op, GlobalVar, Var)):
             op, args = new_children[0], new_children[1:]
         else:
             op, args = node.op, new_children
@@ -135,6 +146,8 @@ def _rebuild(node: Expr, new_children: tuple[Expr, ...]) -> Expr:
         return If(*new_children)
     if isinstance(node, Let):
         return Let(new_children[0], new_children[1], new_children[2])  # type: ignore[arg-type]
+    if isinstance(node, (RefCreate, RefRead, RefWrite)):
+        return type(node)(*new_children)
     raise TypeError(f"{type(node).__name__} has no children to replace")
 
 
@@ -220,6 +233,15 @@ class ExprVisitor:
     def visit_let(self, node: Let) -> None:
         pass
 
+    def visit_ref_create(self, node: RefCreate) -> None:
+        pass
+
+    def visit_ref_read(self, node: RefRead) -> None:
+        pass
+
+    def visit_ref_write(self, node: RefWrite) -> None:
+        pass
+
 
 class ExprMutator:
     """Rebuild a graph bottom-up, dispatching on the node kind.
@@ -262,6 +284,15 @@ class ExprMutator:
     def visit_let(self, node: Let) -> Expr:
         return node
 
+    def visit_ref_create(self, node: RefCreate) -> Expr:
+        return node
+
+    def visit_ref_read(self, node: RefRead) -> Expr:
+        return node
+
+    def visit_ref_write(self, node: RefWrite) -> Expr:
+        return node
+
 
 _METHOD: dict[type, str] = {
     Call: "visit_call",
@@ -274,4 +305,7 @@ _METHOD: dict[type, str] = {
     Op: "visit_op",
     If: "visit_if",
     Let: "visit_let",
+    RefCreate: "visit_ref_create",
+    RefRead: "visit_ref_read",
+    RefWrite: "visit_ref_write",
 }

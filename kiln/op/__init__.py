@@ -21,7 +21,19 @@ family               operators
 
 from typing import TYPE_CHECKING
 
-from kiln.op import algorithm, conv, deformable_conv, elemwise, image, nn, pool, reduce, transform, vision
+from kiln.op import (
+    algorithm,
+    conv,
+    deformable_conv,
+    elemwise,
+    image,
+    nn,
+    pool,
+    qnn,
+    reduce,
+    transform,
+    vision,
+)
 from kiln.op.algorithm import *
 from kiln.op.elemwise import *
 from kiln.op.reduce import *

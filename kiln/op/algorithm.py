@@ -192,7 +192,8 @@ def _topk_ref(args: list[np.ndarray], attrs: TopkAttrs, out: Type) -> Any:
 
 
 register_op("topk", num_inputs=1, type_rel=_topk_rel, reference=_topk_ref, pattern=OpPattern.OPAQUE,
-            attrs_type=TopkAttrs, doc="the k largest (or smallest) elements and their indices")
+            attrs_type=TopkAttrs, doc="the k largest (or smallest) elements and their indices",
+            layout="split")
 
 
 def topk(data: Expr, k: Any = 1, axis: int = -1, ret_type: str = "both", is_ascend: bool = False,

@@ -238,7 +238,7 @@ def _ndarray_size_compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) -
 
 
 def _register() -> None:
-    for name in ("reshape", "reshape_like", "squeeze", "expand_dims"):
+    for name in ("reshape", "reshape_like", "squeeze", "expand_dims", "contrib_reverse_reshape"):
         get_op_def(name).compute = _reshape_like(name)
     get_op_def("transpose").compute = _transpose_compute
     get_op_def("concatenate").compute = _concatenate_compute

@@ -115,7 +115,28 @@ def _meshgrid_compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) -> li
     return results
 
 
+def _collapse_compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) -> te.Tensor:
+    from kiln.op.transform_fill import collapsed_axes
+
+    x = inputs[0]
+    out = tensor_type(out_type)
+    axes = collapsed_axes(tuple(x.shape), tuple(out.shape), "collapse_sum")
+    lead = x.ndim - out.ndim
+    if not axes:
+        return te.compute(out.shape, lambda *i: x(*i[-x.ndim:]) if x.ndim else x(),
+                          name="T_collapse_sum", tag="elemwise")
+    raxes = {a: te.reduce_axis((0, x.shape[a]), name=f"k{a}") for a in axes}
+
+    def element(*i: PrimExpr) -> PrimExpr:
+        coords = [raxes[d] if d in raxes else i[d - lead] for d in range(x.ndim)]
+        return te.sum(x(*coords), axis=list(raxes.values()))
+
+    return te.compute(out.shape, element, name="T_collapse_sum", tag="comm_reduce")
+
+
 def _register() -> None:
+    get_op_def("collapse_sum_to").compute = _collapse_compute
+    get_op_def("collapse_sum_like").compute = _collapse_compute
     get_op_def("broadcast_to").compute = _broadcast_compute
     get_op_def("broadcast_to_like").compute = _broadcast_compute
     get_op_def("tile").compute = _tile_compute

@@ -281,8 +281,38 @@ def conv_plan(op: str, nsp: int, transpose: bool, data: TensorType, weight: Tens
                     out_shape, out_primal, as_dtype(attrs.out_dtype or data.dtype))
 
 
+def conv_weight_type(op: str, nsp: int, transpose: bool, data: TensorType,
+                     attrs: Any) -> TensorType | None:
+    """The weight type that a convolution's ``channels`` and ``kernel_size`` imply.
+
+    TVM's ``Conv*Rel`` assign it to a weight whose type is not known: ``(channels, C // groups,
+    *kernel_size)`` (``(C, channels // groups, ...)`` when transposed) in the kernel layout, in the
+    data's dtype. ``None`` when the attributes do not say, and for a grouped 2-d convolution,
+    whose weight TVM's ``Conv2DRel`` needs to be given.
+    """
+    if attrs.channels is None or attrs.kernel_size is None:
+        return None
+    groups = int(attrs.groups)
+    if nsp == 2 and groups > 1 and not transpose:
+        return None
+    spatial = _SPATIAL[nsp]
+    dprim, kprim = "NC" + spatial, ("IO" if transpose else "OI") + spatial
+    c = Layout(attrs.data_layout, op).forward_shape(data.shape, dprim, op, "data")[1]
+    channels = int(attrs.channels)
+    kernel = int_tuple(attrs.kernel_size, nsp, "kernel_size", op)
+    primal = (c, channels // groups, *kernel) if transpose else (channels, c // groups, *kernel)
+    shape = Layout(attrs.kernel_layout, op).backward_shape(primal, kprim, op, "weight")
+    return TensorType(shape, data.dtype)
+
+
 def _make_conv_op(name: str, nsp: int, transpose: bool, attrs_type: type, doc: str,
                   blocked: bool = False) -> None:
+    def infer_args(types: list[Type | None], attrs: Any, out: Type | None) -> list[Type | None]:
+        data = types[0]
+        if not isinstance(data, TensorType) or name == "nn.contrib_conv2d_NCHWc":
+            return [None, None]
+        return [None, conv_weight_type(name, nsp, transpose, data, attrs)]
+
     def rel(types: list[Type], attrs: Any) -> Type:
         data = tensor_arg(types, 0, name, "data")
         weight = tensor_arg(types, 1, name, "weight")
@@ -304,7 +334,8 @@ def _make_conv_op(name: str, nsp: int, transpose: bool, attrs_type: type, doc: s
     register_op(name, num_inputs=2, type_rel=rel, reference=reference,
                 pattern=OpPattern.OUT_ELEMWISE_FUSABLE, attrs_type=attrs_type, doc=doc,
                 kernel_layout="" if blocked else ("IO" if transpose else "OI") + spatial,
-                fold_scale="conv" if not (transpose or blocked) and nsp > 1 else "")
+                fold_scale="conv" if not (transpose or blocked) and nsp > 1 else "",
+                infer_args=infer_args)
 
 
 _make_conv_op("nn.conv1d", 1, False, Conv1DAttrs, "1-d convolution")

@@ -37,7 +37,7 @@ from kiln.ir.attrs import Attrs, attrs_class
 from kiln.ir.expr import Call, Expr
 from kiln.ir.types import TensorType, Type, as_dtype, is_float, np_dtype
 from kiln.op.conv import ConvPlan, conv_plan
-from kiln.op.nn_common import int_tuple, pad_tuple
+from kiln.op.nn_common import Layout, int_tuple, pad_tuple
 from kiln.op.registry import OpPattern, make_call, register_op, tensor_arg
 
 __all__ = ["deformable_conv2d"]
@@ -216,6 +216,37 @@ def _types(types: list[Type]) -> tuple[TensorType, TensorType, TensorType, Tenso
     return data, offset, weight, mask
 
 
+def _infer_args(types: list[Type | None], attrs: Any, out: Type | None) -> list[Type | None]:
+    """TVM's ``DeformableConv2DRel``: ``channels`` and ``kernel_size`` give the weight
+    ``(channels, C // groups, KH, KW)``; the weight's kernel and the window give the offset
+    ``(N, 2 * deformable_groups * KH * KW, OH, OW)`` (and Kiln's mask, half as many channels),
+    both in the data's dtype, the offset and mask in the data layout."""
+    implied: list[Type | None] = [None] * len(types)
+    data = types[0]
+    weight = types[2] if len(types) > 2 else None
+    if not isinstance(data, TensorType):
+        return implied
+    layout = Layout(attrs.data_layout, _OP)
+    n, c = layout.forward_shape(data.shape, "NCHW", _OP, "data")[:2]
+    if attrs.channels is not None and attrs.kernel_size is not None:
+        kh, kw = int_tuple(attrs.kernel_size, 2, "kernel_size", _OP)
+        primal = (int(attrs.channels), c // int(attrs.groups), kh, kw)
+        weight = TensorType(Layout(attrs.kernel_layout, _OP).backward_shape(
+            primal, "OIHW", _OP, "weight"), data.dtype)
+        implied[2] = weight
+    if not isinstance(weight, TensorType):
+        return implied
+    conv = conv_plan(_OP, 2, False, data, weight, attrs)
+    taps = int(attrs.deformable_groups) * conv.weight_shape[2] * conv.weight_shape[3]
+    out_hw = conv.out_primal_shape[2:]
+    implied[1] = TensorType(layout.backward_shape((n, 2 * taps, *out_hw), "NCHW", _OP, "offset"),
+                            data.dtype)
+    if len(types) == 4:
+        implied[3] = TensorType(layout.backward_shape((n, taps, *out_hw), "NCHW", _OP, "mask"),
+                                data.dtype)
+    return implied
+
+
 def _rel(types: list[Type], attrs: Any) -> Type:
     plan = deformable_plan(*_types(types), attrs)
     return TensorType(plan.conv.out_shape, plan.conv.out_dtype)
@@ -237,7 +268,8 @@ def _reference(args: list[np.ndarray], attrs: Any, out_type: Type) -> np.ndarray
 
 register_op(_OP, num_inputs=-1, type_rel=_rel, reference=_reference,
             pattern=OpPattern.OUT_ELEMWISE_FUSABLE, attrs_type=DeformableConv2DAttrs,
-            doc="deformable 2-d convolution (bilinear taps at learned offsets, optional mask)")
+            doc="deformable 2-d convolution (bilinear taps at learned offsets, optional mask)",
+            infer_args=_infer_args)
 
 
 def deformable_conv2d(data: Expr, offset: Expr, weight: Expr, strides: Any = (1, 1),

@@ -16,6 +16,7 @@ from kiln.errors import KilnTypeError
 from kiln.ir.attrs import Attrs, attrs_class
 from kiln.ir.expr import Call, Expr, _to_expr
 from kiln.ir.types import TensorType, Type, as_dtype, is_float, is_int, np_dtype, tensor_of
+from kiln.op.arg_types import same_as_result
 from kiln.op.registry import (
     OpPattern,
     broadcast_shapes,
@@ -53,6 +54,19 @@ def _ref_sigmoid(x: np.ndarray) -> np.ndarray:
     ex = np.exp(x64[~pos])
     out[~pos] = ex / (1.0 + ex)
     return out
+
+
+def _int_shift(name: str, ufunc: Callable[[np.ndarray, np.ndarray], np.ndarray]
+               ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """A shift that type-checks for any dtype (TVM's broadcast rule) but computes on ints only."""
+
+    def shift(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if a.dtype.kind not in "iub":
+            raise KilnTypeError(f"{name}: cannot shift {a.dtype} values (shifts compute on "
+                                "integer tensors)")
+        return ufunc(a, b)
+
+    return shift
 
 
 def _trunc_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -146,9 +160,11 @@ BINARY_OPS: dict[str, tuple[_BinaryRef, str, str]] = {
     "bitwise_and": (np.bitwise_and, "int", "same"),
     "bitwise_or": (np.bitwise_or, "int", "same"),
     "bitwise_xor": (np.bitwise_xor, "int", "same"),
-    "left_shift": (np.left_shift, "int", "same"),
-    "right_shift": (np.right_shift, "int", "same"),
+    "left_shift": (_int_shift("left_shift", np.left_shift), "int", "same"),
+    "right_shift": (_int_shift("right_shift", np.right_shift), "int", "same"),
 }
+# Computed on integers only (the kind above), but typed for any dtype as TVM's BroadcastRel does
+_TYPED_FOR_ANY_DTYPE = frozenset({"left_shift", "right_shift"})
 
 
 def _check_kind(op: str, dtype: str, kind: str) -> None:
@@ -182,7 +198,8 @@ def _register_unary(name: str, ref: _UnaryRef, kind: str, rule: str) -> None:
             return _result(out_type, ref(args[0]))
 
     register_op(name, num_inputs=1, type_rel=rel, reference=reference, pattern=OpPattern.ELEMWISE,
-                doc=f"elementwise {name}")
+                doc=f"elementwise {name}",
+                infer_args=same_as_result if rule == "same" or kind == "bool" else None)
 
 
 def _register_binary(name: str, ref: _BinaryRef, kind: str, rule: str) -> None:
@@ -191,7 +208,7 @@ def _register_binary(name: str, ref: _BinaryRef, kind: str, rule: str) -> None:
         b = tensor_arg(types, 1, name, "rhs")
         if a.dtype != b.dtype:
             raise KilnTypeError(f"{name}: operand dtypes differ: lhs is {a.dtype}, rhs is {b.dtype}")
-        _check_kind(name, a.dtype, kind)
+        _check_kind(name, a.dtype, "any" if name in _TYPED_FOR_ANY_DTYPE else kind)
         shape = broadcast_shapes(a.shape, b.shape, name)
         return TensorType(shape, "bool" if rule == "bool" else a.dtype)
 
@@ -239,7 +256,8 @@ def _clip_ref(args: list[np.ndarray], attrs: ClipAttrs, out_type: Type) -> np.nd
 
 
 register_op("clip", num_inputs=1, type_rel=_clip_rel, reference=_clip_ref,
-            pattern=OpPattern.ELEMWISE, attrs_type=ClipAttrs, doc="clamp to [a_min, a_max]")
+            pattern=OpPattern.ELEMWISE, attrs_type=ClipAttrs, doc="clamp to [a_min, a_max]",
+            infer_args=same_as_result)
 
 
 @attrs_class("relay.attrs.CastAttrs")

@@ -140,7 +140,8 @@ def _register_resize(nsp: int, attrs_type: type) -> None:
                          float(attrs.extrapolation_value), np_dtype(out_type.dtype))
 
     register_op(name, num_inputs=1, type_rel=rel, reference=reference, pattern=OpPattern.INJECTIVE,
-                attrs_type=attrs_type, doc=f"resize the {_SPATIAL[nsp]} axes (ONNX Resize)")
+                attrs_type=attrs_type, doc=f"resize the {_SPATIAL[nsp]} axes (ONNX Resize)",
+                layout="resize" if nsp == 2 else "")
 
 
 _register_resize(1, Resize1DAttrs)

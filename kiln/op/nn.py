@@ -17,6 +17,7 @@ from kiln.errors import KilnTypeError
 from kiln.ir.attrs import Attrs, attrs_class
 from kiln.ir.expr import Call, Expr, TupleGetItem, TupleWrapper
 from kiln.ir.types import TensorType, TupleType, Type, as_dtype, is_float, is_int, tensor_of
+from kiln.op.arg_types import axis_vectors, same_as_result
 from kiln.op.nn_common import acc_dtype, along_axis, check_operand_dtypes, to_out
 from kiln.op.nn_norm import batch_norm, group_norm, instance_norm, l2_normalize, layer_norm, lrn
 from kiln.op.nn_spatial import depth_to_space, pad, space_to_depth, upsampling, upsampling3d
@@ -130,6 +131,17 @@ def _matmul_rel(name: str, types: list[Type], attrs: Any, transpose_a: bool,
     return TensorType(tuple(shape), _out_dtype(attrs, a.dtype))
 
 
+def _matmul_weight(types: list[Type | None], attrs: Any, transpose_a: bool,
+                   transpose_b: bool) -> list[Type | None]:
+    """TVM's ``MatmulRel``: ``units`` gives an unknown weight ``(units, K)`` (``(K, units)``
+    without ``transpose_b``) in the data's dtype."""
+    a = types[0]
+    if not isinstance(a, TensorType) or attrs.units is None or a.ndim < (2 if transpose_a else 1):
+        return [None, None]
+    k, units = a.shape[-2] if transpose_a else a.shape[-1], int(attrs.units)
+    return [None, TensorType((units, k) if transpose_b else (k, units), a.dtype)]
+
+
 def _matmul_ref(a: np.ndarray, b: np.ndarray, transpose_a: bool, transpose_b: bool,
                 out_type: Type) -> np.ndarray:
     acc = acc_dtype(a.dtype, b.dtype)
@@ -145,14 +157,17 @@ register_op("nn.dense", fold_scale="dense", num_inputs=2,
             type_rel=lambda types, attrs: _matmul_rel("nn.dense", types, attrs, False, True),
             reference=lambda args, attrs, out: _matmul_ref(args[0], args[1], False, True, out),
             pattern=OpPattern.OUT_ELEMWISE_FUSABLE, attrs_type=DenseAttrs,
-            doc="data (..., K) times weight (units, K) transposed")
+            doc="data (..., K) times weight (units, K) transposed",
+            infer_args=lambda types, attrs, out: _matmul_weight(types, attrs, False, True))
 register_op("nn.matmul", num_inputs=2,
             type_rel=lambda types, attrs: _matmul_rel("nn.matmul", types, attrs, attrs.transpose_a,
                                                       attrs.transpose_b),
             reference=lambda args, attrs, out: _matmul_ref(args[0], args[1], attrs.transpose_a,
                                                            attrs.transpose_b, out),
             pattern=OpPattern.OUT_ELEMWISE_FUSABLE, attrs_type=MatmulAttrs,
-            doc="matrix product with optional transposes; tensor_b is 2-d")
+            doc="matrix product with optional transposes; tensor_b is 2-d",
+            infer_args=lambda types, attrs, out: _matmul_weight(types, attrs, attrs.transpose_a,
+                                                                attrs.transpose_b))
 
 
 def _batch_matmul_rel(types: list[Type], attrs: BatchMatmulAttrs) -> Type:
@@ -249,7 +264,7 @@ def _bias_add_ref(args: list[np.ndarray], attrs: BiasAddAttrs, out_type: Type) -
 
 register_op("nn.bias_add", num_inputs=2, type_rel=_bias_add_rel, reference=_bias_add_ref,
             pattern=OpPattern.BROADCAST, attrs_type=BiasAddAttrs, doc="add a bias along an axis",
-            layout="bias_add", fold_scale="bias_add")
+            layout="bias_add", fold_scale="bias_add", infer_args=axis_vectors(1))
 
 
 def _relu_rel(types: list[Type], attrs: Any) -> Type:
@@ -261,13 +276,14 @@ def _relu_rel(types: list[Type], attrs: Any) -> Type:
 
 register_op("nn.relu", fold_scale="activation", num_inputs=1, type_rel=_relu_rel,
             reference=lambda args, attrs, out: to_out(np.maximum(args[0], 0), out),
-            pattern=OpPattern.ELEMWISE, doc="max(x, 0)")
+            pattern=OpPattern.ELEMWISE, doc="max(x, 0)", infer_args=same_as_result)
 register_op("nn.leaky_relu", fold_scale="activation", num_inputs=1,
             type_rel=lambda types, attrs: float_arg(types, 0, "nn.leaky_relu", "data"),
             reference=lambda args, attrs, out: to_out(
                 np.where(args[0] > 0, args[0].astype(np.float64),
                          attrs.alpha * args[0].astype(np.float64)), out),
-            pattern=OpPattern.ELEMWISE, attrs_type=LeakyReluAttrs, doc="x if x > 0 else alpha * x")
+            pattern=OpPattern.ELEMWISE, attrs_type=LeakyReluAttrs, doc="x if x > 0 else alpha * x",
+            infer_args=same_as_result)
 
 
 def _prelu_rel(types: list[Type], attrs: PReluAttrs) -> Type:
@@ -285,7 +301,7 @@ def _prelu_ref(args: list[np.ndarray], attrs: PReluAttrs, out_type: Type) -> np.
 
 register_op("nn.prelu", layout="axis", num_inputs=2, type_rel=_prelu_rel, reference=_prelu_ref,
             pattern=OpPattern.BROADCAST, attrs_type=PReluAttrs,
-            doc="x if x > 0 else alpha[channel] * x")
+            doc="x if x > 0 else alpha[channel] * x", infer_args=axis_vectors(1))
 
 
 # --- softmax family ----------------------------------------------------------------------------
@@ -351,7 +367,8 @@ def _batch_flatten_rel(types: list[Type], attrs: Any) -> Type:
 
 register_op("nn.batch_flatten", num_inputs=1, type_rel=_batch_flatten_rel,
             reference=lambda args, attrs, out: args[0].reshape(tensor_of(out).shape).copy(),
-            pattern=OpPattern.INJECTIVE, doc="reshape to (batch, everything else)")
+            pattern=OpPattern.INJECTIVE, doc="reshape to (batch, everything else)",
+            reshape_only=True)
 
 
 # --- builders ------------------------------------------------------------------------------------
@@ -620,4 +637,5 @@ def batch_flatten(data: Expr) -> Call:
 
 # TE computes used by the C code generator (kept in their own module).
 from kiln.op import compute_nn  # noqa: E402,F401
+from kiln.op.nn_correlation import bitpack, correlation  # noqa: E402,F401
 from kiln.op.nn_pack import contrib_dense_pack  # noqa: E402,F401

@@ -14,6 +14,7 @@ from kiln.errors import KilnTypeError
 from kiln.ir.attrs import Attrs, attrs_class
 from kiln.ir.expr import Call, Expr, TupleWrapper
 from kiln.ir.types import TensorType, TupleType, Type, is_float
+from kiln.op.arg_types import axis_vectors
 from kiln.op.nn_common import along_axis, to_out
 from kiln.op.registry import OpPattern, make_call, normalize_axis, register_op, tensor_arg
 
@@ -89,7 +90,8 @@ def _batch_norm_ref(args: list[np.ndarray], attrs: BatchNormAttrs, out_type: Typ
 
 register_op("nn.batch_norm", layout="axis", num_inputs=5, type_rel=_batch_norm_rel, reference=_batch_norm_ref,
             pattern=OpPattern.OUT_ELEMWISE_FUSABLE, attrs_type=BatchNormAttrs,
-            doc="inference batch normalisation: (normalised data, moving_mean, moving_var)")
+            doc="inference batch normalisation: (normalised data, moving_mean, moving_var)",
+            infer_args=axis_vectors(1, 2, 3, 4))
 
 
 # --- layer_norm, instance_norm, group_norm -----------------------------------------------------
@@ -180,13 +182,15 @@ def _group_norm_ref(args: list[np.ndarray], attrs: GroupNormAttrs, out_type: Typ
 
 register_op("nn.layer_norm", layout="axis", num_inputs=3, type_rel=_layer_norm_rel, reference=_layer_norm_ref,
             pattern=OpPattern.OPAQUE, attrs_type=LayerNormAttrs,
-            doc="normalise along one axis, then scale and shift")
+            doc="normalise along one axis, then scale and shift", infer_args=axis_vectors(1, 2))
 register_op("nn.instance_norm", num_inputs=3, type_rel=_instance_norm_rel,
             reference=_instance_norm_ref, pattern=OpPattern.OPAQUE, attrs_type=InstanceNormAttrs,
-            doc="normalise each (batch, channel) over the other axes, then scale and shift")
+            doc="normalise each (batch, channel) over the other axes, then scale and shift",
+            infer_args=axis_vectors(1, 2), layout="axis")
 register_op("nn.group_norm", num_inputs=3, type_rel=_group_norm_rel, reference=_group_norm_ref,
             pattern=OpPattern.OPAQUE, attrs_type=GroupNormAttrs,
-            doc="normalise each channel group over its channels and the spatial axes")
+            doc="normalise each channel group over its channels and the spatial axes",
+            infer_args=axis_vectors(1, 2))
 
 
 # --- lrn, l2_normalize -------------------------------------------------------------------------
@@ -250,7 +254,7 @@ register_op("nn.lrn", num_inputs=1, type_rel=_lrn_rel, reference=_lrn_ref,
             doc="local response normalisation across a window of channels")
 register_op("nn.l2_normalize", num_inputs=1, type_rel=_l2_rel, reference=_l2_ref,
             pattern=OpPattern.OPAQUE, attrs_type=L2NormalizeAttrs,
-            doc="x / sqrt(max(sum(x^2 over axes), eps))")
+            doc="x / sqrt(max(sum(x^2 over axes), eps))", layout="axes")
 
 
 # --- builders ----------------------------------------------------------------------------------

@@ -217,7 +217,8 @@ def _register_upsampling(name: str, letters: str, attrs_type: type) -> None:
 
     register_op(name, num_inputs=1, type_rel=rel, reference=reference,
                 pattern=OpPattern.INJECTIVE, attrs_type=attrs_type,
-                doc=f"resize the {letters} axes by scale factors")
+                doc=f"resize the {letters} axes by scale factors",
+                layout="resize" if letters == "HW" else "")
 
 
 _register_upsampling("nn.upsampling", "HW", UpSamplingAttrs)

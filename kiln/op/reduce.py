@@ -252,13 +252,13 @@ for _name, (_ref, _kinds, _doc) in _REDUCE_OPS.items():
 
 register_op("argmax", num_inputs=1, type_rel=_make_arg_reduce_rel("argmax"),
             reference=_make_arg_reference("argmax", np.argmax), pattern=OpPattern.COMM_REDUCE,
-            attrs_type=ArgReduceAttrs, doc="index of the largest element")
+            attrs_type=ArgReduceAttrs, doc="index of the largest element", layout="reduce")
 register_op("argmin", num_inputs=1, type_rel=_make_arg_reduce_rel("argmin"),
             reference=_make_arg_reference("argmin", np.argmin), pattern=OpPattern.COMM_REDUCE,
-            attrs_type=ArgReduceAttrs, doc="index of the smallest element")
+            attrs_type=ArgReduceAttrs, doc="index of the smallest element", layout="reduce")
 register_op("variance", num_inputs=2, type_rel=_variance_rel, reference=_ref_variance,
             pattern=OpPattern.COMM_REDUCE, attrs_type=VarianceAttrs,
-            doc="mean squared deviation from a given mean")
+            doc="mean squared deviation from a given mean", layout="reduce")
 
 
 # --- builders --------------------------------------------------------------------------------

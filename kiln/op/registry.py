@@ -5,18 +5,23 @@ relation (argument types and attrs to result type), its NumPy reference kernel (
 test, the interpreter and the ``numpy`` target), its fusion pattern, and the optional hooks later
 layers use (``compute`` for code generation, ``layout`` rules, ...). Operators are declared with
 :func:`register_op` in one file per family (``elemwise.py``, ``nn.py``, ``reduce.py``, ...).
+
+The table itself lives in the IR layer (:mod:`kiln.ir.op_table`, with the per-operator attribute
+maps such as the ``target.<compiler>`` predicates): :func:`register_op` fills it, so ``Op.get``
+and ``Op.op_def`` answer without importing this layer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
 import numpy as np
 
 from kiln.errors import KilnTypeError
+from kiln.ir import op_table
 from kiln.ir.attrs import Attrs
 from kiln.ir.expr import Call, Expr, Op
 from kiln.ir.types import TensorType, TupleType, Type
@@ -47,6 +52,8 @@ class OpPattern(IntEnum):
 
 TypeRel = Callable[[list[Type], Any], Type]
 Reference = Callable[[list[np.ndarray], Any, Type], Any]
+# infer_args(arg_types with None where unknown, attrs, result type or None) -> implied arg types
+ArgRel = Callable[[list[Type | None], Any, Type | None], list[Type | None]]
 
 
 @dataclass
@@ -69,8 +76,6 @@ class OpDef:
         The :class:`~kiln.ir.attrs.Attrs` subclass of its attributes.
     compute : callable or None
         Tensor-expression compute used by code generation (registered by ``kiln.op.compute``).
-    hooks : dict
-        Per-op predicates of external targets (``"target.<name>"``, set by ``register_op_attr``).
     doc : str
         One-line description.
     layout : str
@@ -85,6 +90,16 @@ class OpDef:
     stateful : bool
         Its result is not a function of its arguments alone (``nn.dropout`` in training): never
         folded or deduplicated.
+    reshape_only : bool
+        It only reinterprets the shape of a dense buffer (TVM's ``TReshapeOp``): the value of
+        ``reshape``, ``squeeze``, ... is its argument's buffer, so chains of them collapse and a
+        fused function of only such ops needs no kernel.
+    infer_args : callable or None
+        The other direction of the type relation, for arguments whose type is not known (a
+        ``relay.var`` without a type): ``infer_args(arg_types, attrs, out_type)`` gets the known
+        argument types (``None`` for the unknown ones) and the result type when known, and returns
+        the type it implies for each argument (``None`` where it cannot tell), as TVM's relations
+        assign the weight of ``Conv2DRel`` or the bias of ``BiasAddRel``.
     """
 
     name: str
@@ -94,12 +109,13 @@ class OpDef:
     pattern: OpPattern
     attrs_type: type | None = None
     compute: Callable[..., Any] | None = None
-    hooks: dict[str, Callable[..., Any]] = field(default_factory=dict)
     doc: str = ""
     layout: str = ""
     kernel_layout: str = ""
     fold_scale: str = ""
     stateful: bool = False
+    infer_args: ArgRel | None = None
+    reshape_only: bool = False
 
     @property
     def op(self) -> Op:
@@ -118,6 +134,12 @@ LAYOUT_KINDS = {
     "pad": "nn.pad: pads the held layout",
     "concatenate": "concatenates in the held layout",
     "reduce": "reduction over attrs.axis: remaps the axes",
+    "axes": "op over a list of axes (attrs.axis) keeping the shape: remaps the axes in order",
+    "squeeze": "squeeze: remaps its axes; the result is held in what is left of the layout",
+    "resize": "resizes the H and W axes named by attrs.layout: runs in the held layout",
+    "transpose": "transpose: permutes the held value straight to the original result layout",
+    "split": "split/topk along attrs.axis: every output is held in the input's layout",
+    "strided_slice": "strided_slice: its bounds (or axes) are permuted to the held layout",
     "layout_transform": "a transform to the held layout is the held value itself",
     "depth_to_space": "DCR depth-to-space of a channel-blocked value stays blocked",
 }
@@ -132,9 +154,6 @@ FOLD_SCALE_KINDS = {
     "dense": "dense: folds into the weight's rows (backward) or columns (forward)",
 }
 
-_REGISTRY: dict[str, OpDef] = {}
-
-
 def register_op(
     name: str,
     *,
@@ -148,14 +167,14 @@ def register_op(
     kernel_layout: str = "",
     fold_scale: str = "",
     stateful: bool = False,
+    infer_args: ArgRel | None = None,
+    reshape_only: bool = False,
 ) -> OpDef:
     """Declare an operator; returns its :class:`OpDef`.
 
     ``layout=None`` derives the layout behaviour from the pattern: ``"elemwise"`` for one-input
     ELEMWISE ops, ``"broadcast"`` for attribute-less BROADCAST ops of several inputs, else ``""``.
     """
-    if name in _REGISTRY:
-        raise ValueError(f"operator {name!r} is registered twice")
     if layout is None:
         if pattern == OpPattern.ELEMWISE and num_inputs == 1:
             layout = "elemwise"
@@ -168,27 +187,21 @@ def register_op(
         if value not in kinds:
             raise ValueError(f"operator {name!r}: {what}={value!r} is not one of {sorted(kinds)}")
     op_def = OpDef(name, num_inputs, type_rel, reference, pattern, attrs_type, doc=doc, layout=layout,
-                   kernel_layout=kernel_layout, fold_scale=fold_scale, stateful=stateful)
-    _REGISTRY[name] = op_def
-    Op._table[name] = Op(name)
+                   kernel_layout=kernel_layout, fold_scale=fold_scale, stateful=stateful,
+                   infer_args=infer_args, reshape_only=reshape_only)
+    op_table.register_op_def(op_def)
     return op_def
 
 
 def get_op_def(name: str) -> OpDef:
-    """The registry entry of operator ``name``."""
-    if name not in _REGISTRY:
-        import kiln.op  # noqa: F401  (loads every family)
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise KeyError(f"no operator named {name!r} is registered") from None
+    """The registry entry of operator ``name`` (an ``UnknownOpError``, a ``KeyError``, if none)."""
+    op_def: OpDef = op_table.op_definition(name)
+    return op_def
 
 
 def all_ops() -> dict[str, OpDef]:
     """Every registered operator, by name."""
-    import kiln.op  # noqa: F401
-
-    return dict(_REGISTRY)
+    return op_table.op_definitions()
 
 
 def make_call(

@@ -46,6 +46,7 @@ __all__ = [
     "infer_newshape",
     "reshape",
     "reshape_like",
+    "reverse_reshape",
     "split",
     "squeeze",
     "stack",
@@ -173,7 +174,8 @@ def _reshape_rel(types: list[Type], attrs: ReshapeAttrs) -> Type:
 
 register_op("reshape", num_inputs=1, type_rel=_reshape_rel,
             reference=lambda args, attrs, out: np.reshape(args[0], tensor_of(out).shape),
-            pattern=OpPattern.INJECTIVE, attrs_type=ReshapeAttrs, doc="change the shape")
+            pattern=OpPattern.INJECTIVE, attrs_type=ReshapeAttrs, doc="change the shape",
+            reshape_only=True)
 
 
 def reshape(data: Expr, newshape: Any, allowzero: bool = False) -> Call:
@@ -195,6 +197,39 @@ def reshape(data: Expr, newshape: Any, allowzero: bool = False) -> Call:
     """
     return make_call("reshape", [data], ReshapeAttrs(newshape=const_ints(newshape, "reshape", "newshape"),
                                                      allowzero=bool(allowzero)))
+
+
+def _reverse_reshape_rel(types: list[Type], attrs: ReshapeAttrs) -> Type:
+    data = tensor_arg(types, 0, "contrib_reverse_reshape", "data")
+    out = infer_newshape(data.shape[::-1], attrs.newshape[::-1], attrs.allowzero,
+                         "contrib_reverse_reshape")
+    return TensorType(out[::-1], data.dtype)
+
+
+register_op("contrib_reverse_reshape", num_inputs=1, type_rel=_reverse_reshape_rel,
+            reference=lambda args, attrs, out: np.reshape(args[0], tensor_of(out).shape),
+            pattern=OpPattern.INJECTIVE, attrs_type=ReshapeAttrs,
+            doc="reshape with the special codes read from the right", reshape_only=True)
+
+
+def reverse_reshape(data: Expr, newshape: Any) -> Call:
+    """Reshape ``data``, reading ``newshape``'s special codes from right to left (TVM's
+    ``reverse_reshape``: ``(10, 5, 4)`` with ``(-1, 0)`` gives ``(50, 4)``).
+
+    Parameters
+    ----------
+    data : Expr
+        The input tensor.
+    newshape : int, sequence of int or Constant
+        The new shape with special codes (see :func:`infer_newshape`).
+
+    Returns
+    -------
+    Call
+        The reshape (operator ``contrib_reverse_reshape``).
+    """
+    return make_call("contrib_reverse_reshape", [data],
+                     ReshapeAttrs(newshape=const_ints(newshape, "reverse_reshape", "newshape")))
 
 
 @attrs_class("relay.attrs.ReshapeLikeAttrs")
@@ -291,7 +326,8 @@ def _transpose_rel(types: list[Type], attrs: TransposeAttrs) -> Type:
 register_op("transpose", num_inputs=1, type_rel=_transpose_rel,
             reference=lambda args, attrs, out: np.transpose(args[0], _permutation(args[0].ndim,
                                                                                   attrs.axes)),
-            pattern=OpPattern.INJECTIVE, attrs_type=TransposeAttrs, doc="permute the axes")
+            pattern=OpPattern.INJECTIVE, attrs_type=TransposeAttrs, doc="permute the axes",
+            layout="transpose")
 
 
 def transpose(data: Expr, axes: Any = None) -> Call:
@@ -342,7 +378,8 @@ def _squeeze_rel(types: list[Type], attrs: SqueezeAttrs) -> Type:
 
 register_op("squeeze", num_inputs=1, type_rel=_squeeze_rel,
             reference=lambda args, attrs, out: np.reshape(args[0], tensor_of(out).shape),
-            pattern=OpPattern.INJECTIVE, attrs_type=SqueezeAttrs, doc="remove axes of size 1")
+            pattern=OpPattern.INJECTIVE, attrs_type=SqueezeAttrs, doc="remove axes of size 1",
+            layout="squeeze", reshape_only=True)
 
 
 def squeeze(data: Expr, axis: Any = None) -> Call:
@@ -386,7 +423,8 @@ def _expand_dims_rel(types: list[Type], attrs: ExpandDimsAttrs) -> Type:
 
 register_op("expand_dims", num_inputs=1, type_rel=_expand_dims_rel,
             reference=lambda args, attrs, out: np.reshape(args[0], tensor_of(out).shape),
-            pattern=OpPattern.BROADCAST, attrs_type=ExpandDimsAttrs, doc="insert axes of size 1")
+            pattern=OpPattern.BROADCAST, attrs_type=ExpandDimsAttrs, doc="insert axes of size 1",
+            reshape_only=True)
 
 
 def expand_dims(data: Expr, axis: int, num_newaxis: int = 1) -> Call:
@@ -563,7 +601,8 @@ def _split_ref(args: list[np.ndarray], attrs: SplitAttrs, out: Type) -> tuple[np
 
 
 register_op("split", num_inputs=1, type_rel=_split_rel, reference=_split_ref,
-            pattern=OpPattern.INJECTIVE, attrs_type=SplitAttrs, doc="split into a tuple of parts")
+            pattern=OpPattern.INJECTIVE, attrs_type=SplitAttrs, doc="split into a tuple of parts",
+            layout="split")
 
 
 def split(data: Expr, indices_or_sections: Any, axis: int = 0) -> TupleWrapper:

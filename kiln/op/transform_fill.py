@@ -31,6 +31,9 @@ __all__ = [
     "arange",
     "broadcast_to",
     "broadcast_to_like",
+    "collapse_sum_like",
+    "collapse_sum_to",
+    "collapsed_axes",
     "full",
     "full_like",
     "meshgrid",
@@ -129,6 +132,71 @@ def broadcast_to_like(data: Expr, broadcast_type: Expr) -> Call:
         The broadcast.
     """
     return make_call("broadcast_to_like", [data, broadcast_type])
+
+
+# --- collapse_sum_to, collapse_sum_like: the adjoints of broadcasting ---------------------------
+
+def collapsed_axes(shape: tuple[int, ...], target: tuple[int, ...], op: str) -> tuple[int, ...]:
+    """Axes of ``shape`` summed to reach ``target``: the leading extra axes, and the axes where
+    ``target`` has 1 and ``shape`` more (``target`` must broadcast to ``shape``)."""
+    if broadcast_shapes(shape, target, op) != tuple(shape):
+        raise KilnTypeError(f"{op}: shape {target} does not broadcast to the data shape {shape}")
+    lead = len(shape) - len(target)
+    return tuple(range(lead)) + tuple(lead + j for j, d in enumerate(target)
+                                      if d == 1 and shape[lead + j] != 1)
+
+
+def _collapse_ref(args: list[np.ndarray], attrs: Any, out: Type) -> np.ndarray:
+    assert isinstance(out, TensorType)
+    axes = collapsed_axes(args[0].shape, out.shape, "collapse_sum")
+    return as_result(out, np.sum(args[0], axis=axes).reshape(out.shape))
+
+
+def _collapse_sum_to_rel(types: list[Type], attrs: InitOpAttrs) -> Type:
+    data = tensor_arg(types, 0, "collapse_sum_to", "data")
+    collapsed_axes(data.shape, attrs.shape, "collapse_sum_to")
+    return TensorType(attrs.shape, data.dtype)
+
+
+register_op("collapse_sum_to", num_inputs=1, type_rel=_collapse_sum_to_rel, reference=_collapse_ref,
+            pattern=OpPattern.COMM_REDUCE, attrs_type=InitOpAttrs,
+            doc="sum over the axes a broadcast to the data shape would add")
+
+
+def collapse_sum_to(data: Expr, shape: Any) -> Call:
+    """Sum ``data`` down to ``shape``: the adjoint of ``broadcast_to(x, data.shape)``.
+
+    Parameters
+    ----------
+    data : Expr
+        The input tensor.
+    shape : sequence of int or Constant
+        A shape that broadcasts to ``data``'s (a constant).
+
+    Returns
+    -------
+    Call
+        The sum over the leading extra axes and the axes where ``shape`` has 1.
+    """
+    return make_call("collapse_sum_to", [data],
+                     InitOpAttrs(shape=_shape_attr(shape, "collapse_sum_to")))
+
+
+def _collapse_sum_like_rel(types: list[Type], attrs: Any) -> Type:
+    data = tensor_arg(types, 0, "collapse_sum_like", "data")
+    like = tensor_arg(types, 1, "collapse_sum_like", "collapse_type")
+    collapsed_axes(data.shape, like.shape, "collapse_sum_like")
+    return TensorType(like.shape, data.dtype)
+
+
+register_op("collapse_sum_like", num_inputs=2, type_rel=_collapse_sum_like_rel,
+            reference=_collapse_ref, pattern=OpPattern.COMM_REDUCE,
+            doc="sum down to another tensor's shape", layout="")
+
+
+def collapse_sum_like(data: Expr, collapse_type: Expr) -> Call:
+    """Sum ``data`` down to the shape of ``collapse_type`` (see :func:`collapse_sum_to`)."""
+    return make_call("collapse_sum_like", [data, collapse_type])
 
 
 # --- tile, repeat, reverse, reverse_sequence -------------------------------------------------

@@ -129,7 +129,8 @@ def _strided_slice_rel(types: list[Type], attrs: StridedSliceAttrs) -> Type:
 
 register_op("strided_slice", num_inputs=1, type_rel=_strided_slice_rel,
             reference=lambda args, attrs, out: args[0][slice_ranges(args[0].shape, attrs)],
-            pattern=OpPattern.INJECTIVE, attrs_type=StridedSliceAttrs, doc="NumPy-style slicing")
+            pattern=OpPattern.INJECTIVE, attrs_type=StridedSliceAttrs, doc="NumPy-style slicing",
+            layout="strided_slice")
 
 
 def _bounds(value: Any, what: str) -> tuple[Bound, ...]:

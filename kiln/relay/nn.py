@@ -3,5 +3,6 @@
 from kiln.op.conv import *
 from kiln.op.deformable_conv import *
 from kiln.op.nn import *
+from kiln.op.nn_correlation import *
 from kiln.op.nn_pack import *
 from kiln.op.pool import *

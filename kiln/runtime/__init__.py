@@ -11,18 +11,24 @@ __all__ = [
     "Module",
     "NDArray",
     "array",
+    "convert",
     "cpu",
     "device",
     "empty",
     "load_module",
     "load_param_dict",
+    "load_param_dict_from_file",
     "save_param_dict",
+    "save_param_dict_to_file",
 ]
 
 _LAZY = {
     "save_param_dict": "kiln.runtime.params",
     "load_param_dict": "kiln.runtime.params",
+    "save_param_dict_to_file": "kiln.runtime.params",
+    "load_param_dict_from_file": "kiln.runtime.params",
     "load_module": "kiln.runtime.module",
+    "convert": "kiln.runtime.convert_value",
     "Module": "kiln.runtime.module",
 }
 

@@ -17,6 +17,7 @@ TVM's Python wrapper around it (``graph_executor.GraphModule``). A debugger subc
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from math import prod
 from typing import Any, TypeVar, overload
@@ -35,13 +36,23 @@ from kiln.runtime.profiling import BenchmarkResult, time_function
 # the array get_output copies an output into (returned as given)
 _Out = TypeVar("_Out", NDArray, np.ndarray)
 
-__all__ = ["GraphExecutor", "GraphModule", "InputError"]
+__all__ = ["GraphExecutor", "GraphModule", "InputConversionWarning", "InputError"]
 
 _ALIGNMENT = 64  # bytes; a cache line, and enough for any vector load
 
 
 class InputError(KilnError, ValueError):
     """An input was set with an unknown name, or a shape or dtype the graph does not take."""
+
+
+class InputConversionWarning(UserWarning):
+    """An input value was converted to the graph's dtype of the same kind (float64 -> float32)."""
+
+
+def _dtype_kind(dtype: np.dtype[Any]) -> str:
+    """``"float"``, ``"int"`` (signed and unsigned), ``"bool"``, ... of a NumPy dtype."""
+    return {"f": "float", "i": "int", "u": "int", "b": "bool", "c": "complex"}.get(dtype.kind,
+                                                                                   dtype.kind)
 
 
 def _aligned_zeros(nbytes: int) -> np.ndarray:
@@ -102,6 +113,7 @@ class GraphExecutor(Module):
         self.device = _devices(device)
         self.input_index = {name: i for i, name in enumerate(self.graph.input_names)}
         self.param_names: set[str] = set()
+        self._converted_inputs: set[str] = set()
         self._overrides: dict[int, np.ndarray] = {}
         self._kernels = self._find_kernels()
         self.storage = self._allocate()
@@ -293,15 +305,22 @@ class GraphExecutor(Module):
     def set_input(self, key: int | str | None = None, value: Any = None, **params: Any) -> None:
         """Copy data into inputs: ``set_input("data", x)``, ``set_input(0, x)`` or ``set_input(**d)``.
 
+        As TVM's, the keyword form is a bulk load: names that are not inputs of the graph are
+        skipped (a params dict may hold more than one graph uses), while a named ``key`` must exist.
+        A value of the same kind as the input (float64 for a float32 input, int32 for int64)
+        is converted, with one :class:`InputConversionWarning` per input; a value of another kind
+        (int for a float input, float for an int input) is refused.
+
         Raises
         ------
         InputError
-            Unknown name or index, or a value whose shape or dtype differs from the graph's.
+            Unknown ``key`` (name or index), a value of another shape, or of another kind of dtype.
         """
         if key is not None:
             self._copy_in(key, value)
         for name, v in params.items():
-            self._copy_in(name, v)
+            if name in self.input_index:
+                self._copy_in(name, v)
 
     def _copy_in(self, key: int | str, value: Any) -> None:
         name, eid = self._input_entry(key)
@@ -316,11 +335,22 @@ class GraphExecutor(Module):
             src = np.asarray(value.numpy())
         else:  # Python scalars and nested lists take the input's dtype
             src = np.asarray(value, dtype=target.dtype)
-        if src.shape != target.shape or src.dtype != target.dtype:
+        if src.shape != target.shape:
             raise InputError(f"input {name!r} expects shape {target.shape} dtype "
                              f"{self.graph.entry_dtype(eid)}, got shape {src.shape} dtype "
                              f"{src.dtype}")
-        np.copyto(target, src)
+        if src.dtype != target.dtype:
+            want = self.graph.entry_dtype(eid)
+            if _dtype_kind(src.dtype) != _dtype_kind(target.dtype):
+                raise InputError(f"input {name!r} expects shape {target.shape} dtype {want}, got "
+                                 f"shape {src.shape} dtype {src.dtype}: Kiln converts only within a "
+                                 f"kind (float to float, int to int); convert the value with "
+                                 f".astype({want!r})")
+            if name not in self._converted_inputs:
+                self._converted_inputs.add(name)
+                warnings.warn(f"input {name!r}: converting {src.dtype} to {want}",
+                              InputConversionWarning, stacklevel=3)
+        np.copyto(target, src, casting="unsafe")
 
     def get_input(self, key: int | str) -> NDArray:
         """Input ``key`` (name or index) as an NDArray sharing the executor's buffer."""

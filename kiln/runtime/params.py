@@ -18,9 +18,11 @@ bytes that remain before anything is allocated, and errors say what was wrong an
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Mapping
 from math import prod
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,8 +37,10 @@ __all__ = [
     "ByteReader",
     "ByteWriter",
     "load_param_dict",
+    "load_param_dict_from_file",
     "read_param_records",
     "save_param_dict",
+    "save_param_dict_to_file",
     "write_param_records",
 ]
 
@@ -296,7 +300,7 @@ def read_param_records(reader: ByteReader) -> dict[str, NDArray]:
     return {n: NDArray(reader.tensor(n), copy=False) for n in names}
 
 
-def save_param_dict(params: Mapping[str, Any]) -> bytes:
+def save_param_dict(params: Mapping[str, Any]) -> bytearray:
     """Serialize named tensors to TVM's params bytes.
 
     Parameters
@@ -306,8 +310,9 @@ def save_param_dict(params: Mapping[str, Any]) -> bytes:
 
     Returns
     -------
-    bytes
-        The blob (``relay.save_param_dict`` / ``tvm.runtime.save_param_dict`` format).
+    bytearray
+        The blob (``relay.save_param_dict`` / ``tvm.runtime.save_param_dict`` format; a
+        ``bytearray`` as TVM's).
 
     Examples
     --------
@@ -319,7 +324,17 @@ def save_param_dict(params: Mapping[str, Any]) -> bytes:
     writer.u64(PARAMS_MAGIC)
     writer.u64(0)
     write_param_records(writer, params)
-    return writer.getvalue()
+    return bytearray(writer.getvalue())
+
+
+def save_param_dict_to_file(params: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
+    """Write :func:`save_param_dict`'s blob of ``params`` to the file ``path``."""
+    Path(path).write_bytes(save_param_dict(params))
+
+
+def load_param_dict_from_file(path: str | os.PathLike[str]) -> dict[str, NDArray]:
+    """The params of a file written by :func:`save_param_dict_to_file` (or TVM's)."""
+    return load_param_dict(Path(path).read_bytes())
 
 
 def load_param_dict(data: bytes | bytearray | memoryview) -> dict[str, NDArray]:

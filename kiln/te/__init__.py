@@ -89,6 +89,9 @@ exists; :func:`~kiln.te.interp.run_prim_func` runs loop IR on NumPy arrays (slow
 
 from __future__ import annotations
 
+from typing import NoReturn
+
+from kiln.errors import SymbolicShapeError
 from kiln.te.dag import ComputeDAG
 from kiln.te.expr import PrimExpr, Var, cast, const, legacy_repr, select
 from kiln.te.expr import compare as _compare
@@ -258,6 +261,7 @@ __all__ = [
     "trunc",
     "truncdiv",
     "truncmod",
+    "size_var",
     "var",
     "workload_key_to_dag",
     "workload_key_to_tensors",
@@ -267,6 +271,12 @@ __all__ = [
 def var(name: str = "tindex", dtype: str = "int32") -> Var:
     """A free scalar variable."""
     return Var(name, dtype)
+
+
+def size_var(name: str = "size", dtype: str = "int32") -> NoReturn:
+    """TVM's symbolic size; Kiln's tensor and relay types have static shapes, so this says so."""
+    raise SymbolicShapeError(f"te.size_var({name!r}): symbolic dimensions are not supported; "
+                             "Kiln's types have static shapes (give every dimension a size)")
 
 
 def equal(a: object, b: object) -> PrimExpr:

@@ -22,12 +22,17 @@ from typing import Any
 
 __all__ = [
     "FileResult",
+    "TutorialResult",
     "UnitResult",
     "compat_markdown",
     "convert_source",
+    "convert_tutorial",
     "out_of_scope_reason",
     "run_file",
     "run_suite",
+    "run_tutorial",
+    "run_tutorials",
+    "tutorials_markdown",
 ]
 
 _IMPORT_TVM = re.compile(
@@ -35,15 +40,23 @@ _IMPORT_TVM = re.compile(
 _FROM_TVM = re.compile(r"^(?P<ind>[ \t]*)from tvm(?P<sub>(\.[\w.]+)?)[ \t]+import\b", re.M)
 
 
+#: TVM module paths that are one module under two names in TVM, and the one Kiln has:
+#: ``tvm.ir.instrument`` is ``tvm.instrument`` (Kiln's instruments sit in the transform layer,
+#: above ``kiln.ir``, so only ``kiln.instrument`` exists).
+MODULE_ALIASES: dict[str, str] = {".ir.instrument": ".instrument"}
+
+
 def convert_source(text: str) -> str:
     """``text`` with TVM's imports renamed to Kiln's; nothing else changes.
 
     ``import tvm`` -> ``import kiln as tvm``; ``import tvm.X`` -> ``import kiln.X; import kiln as tvm``
     (so ``tvm.X`` keeps working through the alias); ``import tvm.X as Y`` -> ``import kiln.X as Y``;
-    ``from tvm[.X] import ...`` -> ``from kiln[.X] import ...``.
+    ``from tvm[.X] import ...`` -> ``from kiln[.X] import ...``; module paths in
+    :data:`MODULE_ALIASES` take Kiln's name of the same module.
     """
     def repl_import(m: re.Match[str]) -> str:
-        ind, sub, alias, rest = m["ind"], m["sub"] or "", m["alias"], m["rest"]
+        ind, sub, alias, rest = m["ind"], MODULE_ALIASES.get(m["sub"] or "", m["sub"] or ""), \
+            m["alias"], m["rest"]
         tail = f"  {rest}" if rest else ""
         if alias:
             return f"{ind}import kiln{sub}{alias}{tail}"
@@ -52,7 +65,9 @@ def convert_source(text: str) -> str:
         return f"{ind}import kiln as tvm{tail}"
 
     text = _IMPORT_TVM.sub(repl_import, text)
-    return _FROM_TVM.sub(lambda m: f"{m['ind']}from kiln{m['sub'] or ''} import", text)
+    return _FROM_TVM.sub(
+        lambda m: f"{m['ind']}from kiln{MODULE_ALIASES.get(m['sub'] or '', m['sub'] or '')} import",
+        text)
 
 
 @dataclass
@@ -144,6 +159,23 @@ def pytest_runtest_logreport(report: Any) -> None:
 # ---------------------------------------------------------------------------------------------
 # runner side
 
+#: TVM's test-tree helper modules the converted files import, supplied by Kiln's own versions:
+#: relative path in the work folder -> its source.
+TEST_TREE_MODULES: dict[str, str] = {
+    "utils/__init__.py": '"""TVM\'s tests/python/relay/utils, supplied by Kiln."""\n',
+    "utils/external_codegen.py": ("from kiln.relay.testing.external_codegen import *  # noqa: F403\n"
+                                  "from kiln.relay.testing.external_codegen import __all__  # noqa: F401\n"),
+}
+
+
+def write_test_tree(workdir: Path) -> None:
+    """Write :data:`TEST_TREE_MODULES` under ``workdir`` (where the converted files run)."""
+    for rel, text in TEST_TREE_MODULES.items():
+        path = workdir / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
 def run_file(source: Path, workdir: Path, timeout: float = 300.0) -> FileResult:
     """Convert ``source`` into ``workdir`` and run pytest on it in a subprocess.
 
@@ -158,10 +190,12 @@ def run_file(source: Path, workdir: Path, timeout: float = 300.0) -> FileResult:
     """
     dest = workdir / source.name
     dest.write_text(convert_source(source.read_text(encoding="utf-8")), encoding="utf-8")
+    write_test_tree(workdir)
     log = workdir / f"{source.stem}.jsonl"
     log.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "pytest", str(dest), "-q", "-p", "no:cacheprovider",
-           "-p", "kiln.testing.compat", "-p", "kiln.testing.plugin", "-o", "addopts=",
+           "-p", "kiln.testing.compat", "-p", "kiln.testing.plugin",
+           "-p", "kiln.relay.testing.tvm_test_env", "-o", "addopts=",
            "--rootdir", str(workdir), "--kiln-compat-log", str(log), "-W", "ignore"]
     result = FileResult(source.name)
     start = time.monotonic()
@@ -200,16 +234,135 @@ def run_suite(sources: list[Path], timeout: float = 300.0, progress: bool = Fals
     return results
 
 
-_EXTERNAL = "needs a module outside Kiln (PyTorch or TVM's test-tree helpers)"
+# ---------------------------------------------------------------------------------------------
+# tutorials
+
+#: Edits every tutorial gets besides :func:`convert_source`: (old text, new text, why).
+TUTORIAL_COMMON_EDITS: list[tuple[str, str, str]] = [
+    ("from kiln.contrib.download import download_testdata",
+     "from kiln.testing.tutorial_data import download_testdata",
+     "downloads replaced by locally built files (kiln.testing.tutorial_data)"),
+]
+
+#: Per-tutorial edits: (old text, new text, why); each must apply, or the tutorial is reported.
+TUTORIAL_EDITS: dict[str, list[tuple[str, str, str]]] = {
+    "relay_quick_start.py": [
+        ("target = tvm.target.cuda()", 'target = tvm.target.Target("llvm")', "CPU target, not CUDA"),
+        ("dev = tvm.cuda()", "dev = tvm.cpu()", "CPU device, not CUDA"),
+    ],
+}
+
+#: Parts of tutorials that are out of scope until tuning lands (a tutorial that uses them).
+_TUNING = re.compile(r"\b(auto_scheduler|autotvm)\b")
+
+
+@dataclass
+class TutorialResult:
+    """One tutorial: ``runs``/``fails``/``timed out``, the error line, the edits applied to it."""
+
+    name: str
+    status: str
+    message: str = ""
+    seconds: float = 0.0
+    edits: list[str] = field(default_factory=list)
+    tuning: bool = False
+
+
+def convert_tutorial(name: str, text: str) -> tuple[str, list[str]]:
+    """``text`` converted (:func:`convert_source`) and edited; the reasons of the edits applied.
+
+    Raises
+    ------
+    ValueError
+        A listed edit of this tutorial no longer matches its text.
+    """
+    out = convert_source(text)
+    applied = []
+    for old, new, why in TUTORIAL_COMMON_EDITS:
+        if old in out:
+            out = out.replace(old, new)
+            applied.append(why)
+    for old, new, why in TUTORIAL_EDITS.get(name, []):
+        if old not in out:
+            raise ValueError(f"tutorial edit no longer applies: {old!r}")
+        out = out.replace(old, new)
+        applied.append(why)
+    return out, applied
+
+
+def run_tutorial(source: Path, workdir: Path, timeout: float = 600.0) -> TutorialResult:
+    """Convert the tutorial ``source`` into ``workdir`` and run it as a script there."""
+    text = source.read_text(encoding="utf-8")
+    result = TutorialResult(source.name, "fails", tuning=bool(_TUNING.search(text)))
+    try:
+        converted, result.edits = convert_tutorial(source.name, text)
+    except ValueError as err:
+        result.message = str(err)
+        return result
+    dest = workdir / f"tutorial_{source.name}"
+    dest.write_text(converted, encoding="utf-8")
+    start = time.monotonic()
+    try:
+        proc = subprocess.run([sys.executable, str(dest)], cwd=workdir, capture_output=True,
+                              text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        result.status, result.message = "timed out", f"still running after {timeout:.0f} s"
+    else:
+        if proc.returncode == 0:
+            result.status = "runs"
+        else:
+            lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+            result.message = _first_line(lines[-1] if lines else f"exit status {proc.returncode}")
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def run_tutorials(sources: list[Path], timeout: float = 600.0,
+                  progress: bool = False) -> list[TutorialResult]:
+    """:func:`run_tutorial` on each of ``sources`` in one temporary folder."""
+    results = []
+    with tempfile.TemporaryDirectory(prefix="kiln_tvm_tutorials_") as tmp:
+        for src in sources:
+            res = run_tutorial(src, Path(tmp), timeout)
+            results.append(res)
+            if progress:
+                print(f"{src.name}: {res.status}{': ' + res.message if res.message else ''} "
+                      f"in {res.seconds:.0f}s", flush=True)
+    return results
+
+
+def tutorials_markdown(results: list[TutorialResult]) -> str:
+    """The tutorials section of ``docs/tvm_compat.md``."""
+    out = ["## Tutorials", "",
+           "TVM's tutorials (`../shared/tvm_relay_tests/tutorials/`) converted as the tests are, plus the "
+           "edits listed (downloads replaced by locally built files, GPU targets by the CPU), and run "
+           "as scripts.", "",
+           "| tutorial | result | seconds | edits besides the imports |", "|---|---|---:|---|"]
+    for r in results:
+        status = r.status + (f": {_esc(r.message)}" if r.message else "")
+        if r.status != "runs" and (why := out_of_scope_reason(r.message)):
+            status += f" (out of scope: {why})"
+        edits = "; ".join(_esc(e) for e in r.edits) or "none"
+        out.append(f"| {r.name} | {status} | {r.seconds:.0f} | {edits} |")
+    tuning = [r.name for r in results if r.tuning]
+    out += ["", "Out of scope until tuning lands (their auto-scheduler/AutoTVM parts): "
+            + (", ".join(f"`{n}`" for n in tuning) if tuning else "none of these tutorials has one") + "."]
+    return "\n".join(out) + "\n"
+
+
+_EXTERNAL = "needs a module outside Kiln (PyTorch, torchvision, onnxscript)"
 _OUT_OF_SCOPE = [
-    (re.compile(r"cuda|gpu|opencl|metal|vulkan|rocm|nvcc|cudnn|cublas|tensorrt", re.I),
+    (re.compile(r"cuda|gpu|opencl|metal|vulkan|rocm|nvcc|cudnn|cublas|tensorrt|amdgpu", re.I),
      "needs a GPU or a GPU library"),
-    (re.compile(r"x86|avx512|vnni|arm dot|tensorize", re.I), "needs TVM's target-specific codegen"),
+    (re.compile(r"x86|avx512|vnni|arm dot|tensorize|requires llvm \d", re.I),
+     "needs TVM's target-specific codegen"),
     (re.compile(r"kiln\.tir|\btir\b|kiln\.te\.schedule|lower\(", re.I), "needs TIR internals"),
     (re.compile(r"_ffi|kiln\.rpc|\brpc\b|kiln\.runtime\.(ndarray|module)\._|aot|kiln\.autotvm", re.I),
      "needs TVM's C++ runtime (FFI, RPC, AOT, autotvm)"),
-    (re.compile(r"No module named '(torch|torchvision|relay|utils)\b"),
+    (re.compile(r"No module named '(torch|torchvision|onnxscript)\b"),
      _EXTERNAL),
+    (re.compile(r"onnxruntime.*(NOT_IMPLEMENTED|INVALID_GRAPH)", re.S),
+     "the reference (onnxruntime) cannot run the model"),
 ]
 
 
@@ -232,8 +385,9 @@ def _esc(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def compat_markdown(results: list[FileResult], command: str = "python scripts/tvm_compat.py") -> str:
-    """The ``docs/tvm_compat.md`` page for ``results``."""
+def compat_markdown(results: list[FileResult], command: str = "python scripts/tvm_compat.py",
+                    tutorials: list[TutorialResult] | None = None) -> str:
+    """The ``docs/tvm_compat.md`` page for ``results`` (and ``tutorials``, when run)."""
     total = sum(len(r.units) for r in results)
     passed = sum(r.count("passed") for r in results)
     pct = 100.0 * passed / total if total else 0.0
@@ -280,4 +434,6 @@ def compat_markdown(results: list[FileResult], command: str = "python scripts/tv
         rows_text += [f"- `{u.nodeid}` ({u.outcome}): {_esc(u.message)}" for u in rows]
         if rows_text:
             out += [f"### {r.name}", "", *rows_text, ""]
+    if tutorials:
+        out += ["", tutorials_markdown(tutorials)]
     return "\n".join(out).rstrip() + "\n"

@@ -12,9 +12,11 @@ from kiln.transform.fold_constant import FoldConstant, FoldConstantExpr
 from kiln.transform.fold_scale_axis import BackwardFoldScaleAxis, FoldScaleAxis, ForwardFoldScaleAxis
 from kiln.transform.fuse_ops import DefuseOps, FuseOps
 from kiln.transform.fuse_patterns import FuseLayerNorm, PadSoftmaxRows
-from kiln.transform.infer_type import InferType, infer_expr_type, infer_type
+from kiln.transform.infer_type import InferType, InferTypeLocal, infer_expr_type, infer_type
 from kiln.transform.inline import Inline, RemoveUnusedFunctions
+from kiln.transform.instrument import PrintIR
 from kiln.transform.merge_compiler_regions import MergeCompilerRegions
+from kiln.transform.merge_composite import MergeComposite
 from kiln.transform.partition_graph import PartitionGraph
 from kiln.transform.pass_infra import (
     DumpIR,
@@ -48,6 +50,7 @@ __all__ = [
     "FuseLayerNorm",
     "FuseOps",
     "InferType",
+    "InferTypeLocal",
     "Inline",
     "ModulePass",
     "Pass",
@@ -56,6 +59,7 @@ __all__ = [
     "PassInstrument",
     "PadSoftmaxRows",
     "PassTimingInstrument",
+    "PrintIR",
     "RemoveUnusedFunctions",
     "Sequential",
     "SimplifyExpr",
@@ -68,6 +72,7 @@ __all__ = [
     "module_pass",
     "AnnotateTarget",
     "MergeCompilerRegions",
+    "MergeComposite",
     "PartitionGraph",
     "AlterOpLayout",
     "AlterBatchMatmul",

@@ -11,6 +11,11 @@ reading the vector width of ``Target.current()``:
 - ``nn.dense`` of 2-d data with a constant weight ``(N, K)`` becomes ``nn.contrib_dense_pack``
   with the weight ``layout_transform(weight, "NC", "NC{n}n")``.
 
+A hook registered for an operator (``relay.op.register_alter_op_layout``, or
+``TempOpAttr(op, "FTVMAlterOpLayout", fn)``) replaces Kiln's rule for it and is called as TVM calls
+it, ``fn(attrs, inputs, tinfos, out_type)``; the layouts named by the call it returns are adopted
+(:func:`~kiln.transform.layout_propagation.hook_rule`).
+
 Weight transforms are constant subgraphs: the build's next ``FoldConstant`` packs the weights
 once, at build time. Blocked results are carried through the layout-agnostic operators by
 :mod:`kiln.transform.layout_propagation`, so activations stay blocked between convolutions and
@@ -61,7 +66,7 @@ from kiln.te import dispatch as te_dispatch
 from kiln.te.dag import ComputeDAG
 from kiln.te.tensor import placeholder
 from kiln.transform.infer_type import infer_type
-from kiln.transform.layout_propagation import Held, LayoutRewriter, Rule, blocked_layout
+from kiln.transform.layout_propagation import Held, LayoutRewriter, Rule, blocked_layout, user_hooks
 from kiln.transform.pass_infra import ModulePass, PassContext, PassInfo
 from kiln.transform.rewrite import call_attrs
 
@@ -335,9 +340,12 @@ def _dense_rule(target: Target) -> Rule:
 
 
 def _rules(target: Target) -> dict[str, Rule]:
+    """Kiln's rules, replaced per operator by the hooks users registered
+    (``relay.op.register_alter_op_layout``, ``TempOpAttr(op, "FTVMAlterOpLayout", fn)``)."""
     return {
         "nn.conv2d": _conv2d_rule(target),  # conv2d(x, w) -> conv2d_NCHWc(x{ic}, w'){oc}
         "nn.dense": _dense_rule(target),  # dense(x, W) -> dense_pack(x, W')
+        **user_hooks("FTVMAlterOpLayout"),
     }
 
 

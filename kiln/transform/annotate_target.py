@@ -19,7 +19,8 @@ from collections.abc import Sequence
 
 from kiln.ir.expr import Call, Expr, Function, If, Let, Op, Tuple, TupleGetItem, Var
 from kiln.ir.module import IRModule
-from kiln.ir.visitor import rewrite
+from kiln.ir.ref import RefCreate, RefRead, RefWrite
+from kiln.ir.visitor import children, rewrite
 from kiln.transform.annotation import (
     DEFAULT_TARGET,
     annotation_target,
@@ -28,7 +29,12 @@ from kiln.transform.annotation import (
     is_compiler_begin,
     is_compiler_end,
 )
-from kiln.transform.external_target import check_targets, op_supported
+from kiln.transform.external_target import (
+    ExternalTargetError,
+    ExternalTargetUnavailable,
+    check_targets,
+    op_supported,
+)
 from kiln.transform.infer_type import InferType, infer_type
 from kiln.transform.pass_infra import ModulePass, PassContext, PassInfo, Sequential
 
@@ -94,7 +100,9 @@ class _Annotator:
     def end_and_propagate(self, expr: Expr) -> Expr:
         """``compiler_end`` on ``expr`` with its target (TVM's InsertCompilerEndAndPropogateTarget)."""
         if id(expr) in self.node_target:
-            if isinstance(expr, (Tuple, TupleGetItem)) or (isinstance(expr, Call) and expr.args):
+            # calls without arguments and empty tuples are inputs, not region outputs
+            if not ((isinstance(expr, Call) and not expr.args)
+                    or (isinstance(expr, Tuple) and not expr.fields)):
                 target = self.node_target[id(expr)]
                 new = compiler_end(expr, target)
                 self.set_target(new, target)
@@ -140,6 +148,14 @@ class _Annotator:
                 return Let(new.var, new.value, body)
             _, (value,) = self.annotate_args([new.value])
             return Let(new.var, value, body)
+        if isinstance(new, (RefCreate, RefRead, RefWrite)):
+            kids = children(new)
+            if not self.include_non_call_ops:
+                return type(new)(*[self.end_and_propagate(k) for k in kids])
+            target, args = self.annotate_args(kids)
+            ref = type(new)(*args)
+            self.set_target(ref, target)
+            return ref
         if isinstance(new, If):
             return If(self.end_and_propagate(new.cond), self.end_and_propagate(new.then_branch),
                       self.end_and_propagate(new.else_branch))
@@ -202,6 +218,25 @@ def annotate_target(fn: Function, targets: Sequence[str], include_non_call_ops: 
     return out
 
 
+def _usable_targets(names: Sequence[str]) -> list[str]:
+    """The names as given; TVM's codegens Kiln lacks are refused, unknown names kept.
+
+    A name no operator declares a rule for annotates nothing (TVM's behaviour); a name of one of
+    TVM's external codegens that Kiln does not ship raises
+    :class:`~kiln.transform.external_target.ExternalTargetUnavailable`.
+    """
+    if not names:
+        return check_targets(names, "AnnotateTarget")  # raises: no target given
+    for name in names:
+        try:
+            check_targets([name], "AnnotateTarget")
+        except ExternalTargetUnavailable:
+            raise
+        except ExternalTargetError:
+            pass  # unknown: nothing takes its operators
+    return [str(n) for n in names]
+
+
 def AnnotateTarget(targets: str | Sequence[str], include_non_call_ops: bool = True) -> Sequential:
     """The pass annotating every function for the given external targets.
 
@@ -218,8 +253,9 @@ def AnnotateTarget(targets: str | Sequence[str], include_non_call_ops: bool = Tr
     Sequential
         InferType, the annotation, InferType. Functions already handed to an external compiler
         are left alone. Running it raises
-        :class:`~kiln.transform.external_target.ExternalTargetError` for a target Kiln does not
-        have (``"dnnl"``, ...) or does not know.
+        :class:`~kiln.transform.external_target.ExternalTargetUnavailable` for one of TVM's
+        targets Kiln does not have (``"dnnl"``, ...); a name no operator declares a rule for
+        annotates nothing, as in TVM.
 
     Examples
     --------
@@ -228,7 +264,7 @@ def AnnotateTarget(targets: str | Sequence[str], include_non_call_ops: bool = Tr
     names = [targets] if isinstance(targets, str) else list(targets)
 
     def run(mod: IRModule, ctx: PassContext) -> IRModule:
-        valid = check_targets(names, "AnnotateTarget")
+        valid = _usable_targets(names)
         typed = infer_type(mod)
         out = typed.copy()
         for gv, fn in typed.items():

@@ -15,6 +15,7 @@ from typing import Any, TypeGuard
 from kiln.ir.attrs import Attrs, attrs_class
 from kiln.ir.expr import Call, Expr, Op
 from kiln.ir.types import Type
+from kiln.op.arg_types import same_as_result
 from kiln.op.registry import OpPattern, make_call, register_op
 
 __all__ = [
@@ -54,12 +55,13 @@ def _identity_ref(args: list[Any], attrs: Any, out_type: Type) -> Any:
 for _name, _doc in ((COMPILER_BEGIN, "Marks an edge entering a region of an external compiler."),
                     (COMPILER_END, "Marks an edge leaving a region of an external compiler.")):
     register_op(_name, num_inputs=1, type_rel=_identity_rel, reference=_identity_ref,
-                pattern=OpPattern.OPAQUE, attrs_type=CompilerAttrs, doc=_doc)
+                pattern=OpPattern.OPAQUE, attrs_type=CompilerAttrs, doc=_doc,
+                infer_args=same_as_result)
 
 
 STOP_FUSION = "annotation.stop_fusion"
 register_op(STOP_FUSION, num_inputs=1, type_rel=_identity_rel, reference=_identity_ref,
-            pattern=OpPattern.OPAQUE,
+            pattern=OpPattern.OPAQUE, infer_args=same_as_result,
             doc="Identity that FuseOps never fuses across; FuseOps removes it (TVM's stop_fusion).")
 
 

@@ -29,6 +29,14 @@ Supported keys and values:
 ``nn.global_avg_pool2d``
 ===========================  ==============================================================
 
+``qnn.conv2d``/``qnn.conv2d_transpose`` and ``nn.deformable_conv2d`` (whose offsets move with
+the data) are converted as their float counterparts; ``nn.conv2d`` also takes TVM's blocked
+targets ``["NCHW{n}c", "OIHW{n}i{m}o"]`` (``contrib_conv2d_NCHWc`` where the blocks divide the
+channels); ``nn.upsampling`` and ``image.resize2d`` take ``[layout]`` like the pools. As in TVM,
+``nn.bias_add`` is canonicalized to ``add`` first (ConvertLayout requires ``CanonicalizeOps``), an
+operator with a user ``FTVMConvertOpLayout`` hook is converted by the hook, and other registered
+operators named in ``desired_layouts`` are left alone.
+
 Pools that are not keys follow the layout of their input. Convolutions whose current layouts are
 not plain 4-d ones (``NCHW8c``, ...) are left alone. The rewrite itself (values held in another
 layout, the operators that follow them, the conversions) is the layout engine's,
@@ -38,14 +46,17 @@ layout, the operators that follow them, the conversions) is the layout engine's,
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping, Sequence
 
 from kiln.errors import PassError
 from kiln.ir.expr import Call, Function, Op
 from kiln.ir.module import IRModule
-from kiln.op.registry import all_ops
+from kiln.ir.op_table import get_op_attr
+from kiln.op.registry import all_ops, make_call
+from kiln.transform.canonicalize_ops import CanonicalizeOps
 from kiln.transform.infer_type import infer_type
-from kiln.transform.layout_propagation import Held, LayoutRewriter, Rule
+from kiln.transform.layout_propagation import Held, LayoutRewriter, Rule, hook_rule
 from kiln.transform.pass_infra import ModulePass, PassContext, PassInfo
 
 __all__ = ["ConvertLayout", "convert_layout"]
@@ -55,18 +66,40 @@ _DATA_LAYOUTS = ("NCHW", "NHWC")
 
 def _convs() -> dict[str, str]:
     """Convolutions ConvertLayout moves (2 spatial axes), with the letters of their kernels."""
-    return {name: op.kernel_layout for name, op in all_ops().items() if len(op.kernel_layout) == 4}
+    convs = {name: op.kernel_layout for name, op in all_ops().items() if len(op.kernel_layout) == 4}
+    if _DEFORMABLE in all_ops():  # (data, offset, weight): the offset moves with the data
+        convs[_DEFORMABLE] = "OIHW"
+    return convs
+
+
+_DEFORMABLE = "nn.deformable_conv2d"
 
 
 def _pools() -> tuple[str, ...]:
-    """2-d pools, which ConvertLayout moves when asked and which otherwise follow their input."""
-    return tuple(name for name, op in all_ops().items() if op.layout == "pool")
+    """2-d pools and resizes (``nn.upsampling``, ``image.resize2d``), which ConvertLayout moves
+    when asked and which otherwise follow their input."""
+    ops = all_ops()
+    return (*(name for name, op in ops.items() if op.layout in ("pool", "resize")),
+            *(name for name in _ROI_OPS if name in ops))
+
+
+# ROI ops: (data, rois), ``attrs.layout`` names the data's; desired ``[layout, "default"]``
+_ROI_OPS = ("vision.roi_align", "vision.roi_pool")
 
 
 # --- desired layouts -----------------------------------------------------------------------------
 
 def _is_order_of(layout: str, letters: str) -> bool:
     return len(layout) == len(letters) and set(layout) == set(letters)
+
+
+def _nchwc_blocks(data: str, kernel: str) -> tuple[int, int] | None:
+    """``(ic, oc)`` of a blocked ``nn.conv2d`` target ``[NCHW{ic}c, OIHW{ic}i{oc}o]``, else None."""
+    m = re.fullmatch(r"NCHW(\d+)c", data)
+    k = re.fullmatch(r"OIHW(\d+)i(\d+)o", kernel)
+    if m is None or k is None or m.group(1) != k.group(1):
+        return None
+    return int(k.group(1)), int(k.group(2))
 
 
 def _check_desired(desired_layouts: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
@@ -82,18 +115,26 @@ def _check_desired(desired_layouts: Mapping[str, Sequence[str]]) -> dict[str, tu
                 problems.append(f"{key}: expected [data_layout, kernel_layout], got {list(layouts)}")
                 continue
             data, kernel = layouts
+            if key == "nn.conv2d" and _nchwc_blocks(data, kernel) is not None:
+                out[key] = layouts
+                continue
             if data not in _DATA_LAYOUTS:
                 problems.append(f"{key}: data layout {data!r} is not one of {list(_DATA_LAYOUTS)}")
             if kernel != "default" and not _is_order_of(kernel, letters):
                 problems.append(f"{key}: kernel layout {kernel!r} is neither 'default' nor an "
                                 f"order of {letters!r}")
         elif key in pools:
+            if key in _ROI_OPS and len(layouts) == 2 and layouts[1] == "default":
+                layouts = layouts[:1]
             if len(layouts) != 1 or layouts[0] not in _DATA_LAYOUTS:
                 problems.append(f"{key}: expected one layout of {list(_DATA_LAYOUTS)}, got "
                                 f"{list(layouts)}")
-        else:
-            problems.append(f"{key!r} is not an operator ConvertLayout converts (supported: "
-                            f"{', '.join([*convs, *pools])})")
+        elif key not in all_ops():
+            problems.append(f"{key!r} is not an operator (ConvertLayout converts "
+                            f"{', '.join([*convs, *pools])} and operators with a registered "
+                            "FTVMConvertOpLayout)")
+        # other operators: converted by their FTVMConvertOpLayout hook when one is registered
+        # when the pass runs, else left alone (as TVM does)
         out[key] = layouts
     if problems:
         raise PassError("ConvertLayout: " + "; ".join(problems))
@@ -117,45 +158,80 @@ def _conv(cv: LayoutRewriter, call: Call, desired: tuple[str, ...]) -> Held | No
     from the original output layout to the desired data layout."""
     assert isinstance(call.op, Op) and call.attrs is not None
     attrs = call.attrs
-    data, weight = cv.tensor(call.args[0]), cv.tensor(call.args[1])
+    w_at = 2 if call.op.name == _DEFORMABLE else 1
+    data, weight = cv.tensor(call.args[0]), cv.tensor(call.args[w_at])
     letters = _convs()[call.op.name]
     out_layout = attrs.out_layout or attrs.data_layout
     if (data is None or weight is None or attrs.data_layout not in _DATA_LAYOUTS
             or out_layout not in _DATA_LAYOUTS or not _is_order_of(attrs.kernel_layout, letters)):
         return None
     want_data, want_kernel = desired
+    blocks = _nchwc_blocks(want_data, want_kernel)
+    if blocks is not None and w_at == 1:
+        return _conv_nchwc(cv, call, blocks, want_data, want_kernel)
     if want_kernel == "default":
         c_in = data.shape[attrs.data_layout.index("C")]
         c_out = weight.shape[attrs.kernel_layout.index("O")]
         want_kernel = _default_kernel(letters, want_data, c_in == c_out == attrs.groups)
     new_attrs = attrs.replace(data_layout=want_data, kernel_layout=want_kernel, out_layout="")
-    args = [cv.convert(call.args[0], attrs.data_layout, want_data),
-            cv.convert(call.args[1], attrs.kernel_layout, want_kernel)]
+    args = [cv.primal(a) for a in call.args]  # qnn: zero points and scales stay
+    args[0] = cv.convert(call.args[0], attrs.data_layout, want_data)
+    args[w_at] = cv.convert(call.args[w_at], attrs.kernel_layout, want_kernel)
+    if w_at == 2:  # deformable: the offsets are laid out as the data
+        args[1] = cv.convert(call.args[1], attrs.data_layout, want_data)
     if new_attrs == attrs and all(a is b for a, b in zip(args, call.args)):
         return None  # already in the desired layouts
     return Held(cv.recall(call, args, new_attrs), out_layout, want_data)
+
+
+def _conv_nchwc(cv: LayoutRewriter, call: Call, blocks: tuple[int, int], want_data: str,
+                want_kernel: str) -> Held | None:
+    """``conv2d(x, w)`` (``NCHW``/``OIHW``, not grouped) ->
+    ``contrib_conv2d_NCHWc(x{ic}, layout_transform(w)){oc}`` when the blocks divide the channels
+    (TVM's ``convert_conv2d``); other convolutions stay as they are."""
+    attrs = call.attrs
+    assert attrs is not None
+    data, weight = cv.tensor(call.args[0]), cv.tensor(call.args[1])
+    ic, oc = blocks
+    if (data is None or weight is None or attrs.data_layout != "NCHW"
+            or attrs.kernel_layout != "OIHW" or attrs.out_layout not in ("", "NCHW")
+            or attrs.groups != 1 or data.shape[1] % ic or weight.shape[0] % oc):
+        return None
+    new_attrs = attrs.replace(data_layout=want_data, kernel_layout=want_kernel, out_layout="")
+    args = [cv.convert(call.args[0], "NCHW", want_data), cv.convert(call.args[1], "OIHW", want_kernel)]
+    new = make_call("nn.contrib_conv2d_NCHWc", args, new_attrs, source_names=call.source_names)
+    return Held(new, "NCHW", f"NCHW{oc}c")
 
 
 def _converted_pool(cv: LayoutRewriter, call: Call, desired: tuple[str, ...]) -> Held | None:
     """``pool(x, layout=L)`` -> ``pool(x', layout=D)`` for the desired layout ``D``."""
     attrs = call.attrs
     assert attrs is not None
-    if attrs.layout not in _DATA_LAYOUTS or (attrs.out_layout or attrs.layout) != attrs.layout:
+    has_out = "out_layout" in attrs
+    if attrs.layout not in _DATA_LAYOUTS or (has_out and (attrs.out_layout or attrs.layout)
+                                             != attrs.layout):
         return None
-    (want,) = desired
-    new_attrs = attrs.replace(layout=want, out_layout=want)
+    want = desired[0]
+    new_attrs = attrs.replace(layout=want, out_layout=want) if has_out else attrs.replace(layout=want)
     data = cv.convert(call.args[0], attrs.layout, want)
     if want == attrs.layout and data is call.args[0]:
         return None  # already in the desired layout
-    return Held(cv.recall(call, [data], new_attrs), attrs.layout, want)
+    rest = [cv.primal(a) for a in call.args[1:]]  # ROI ops: the boxes
+    return Held(cv.recall(call, [data, *rest], new_attrs), attrs.layout, want)
 
 
 def _rules_for(desired: Mapping[str, tuple[str, ...]]) -> dict[str, Rule]:
-    """The conversion rule of every operator in ``desired``."""
-    convs = _convs()
+    """The conversion rule of every operator in ``desired``: the user's ``FTVMConvertOpLayout``
+    hook when one is registered (``relay.op.register_convert_op_layout``), else Kiln's."""
+    convs, pools = _convs(), _pools()
     rules: dict[str, Rule] = {}
     for name, layouts in desired.items():
-        rules[name] = functools.partial(_conv if name in convs else _converted_pool, desired=layouts)
+        hook = get_op_attr(name, "FTVMConvertOpLayout")
+        if hook is not None:
+            rules[name] = hook_rule(hook, list(layouts))
+        elif name in convs or name in pools:
+            rules[name] = functools.partial(_conv if name in convs else _converted_pool,
+                                            desired=layouts)
     return rules
 
 
@@ -177,7 +253,7 @@ def convert_layout(fn: Function, desired_layouts: Mapping[str, Sequence[str]]) -
     Raises
     ------
     PassError
-        When ``desired_layouts`` names an unsupported operator or layout.
+        When ``desired_layouts`` names an unknown operator or a bad layout.
     """
     return LayoutRewriter(_rules_for(_check_desired(desired_layouts))).run(fn)
 
@@ -204,7 +280,7 @@ def ConvertLayout(desired_layouts: Mapping[str, Sequence[str]]) -> ModulePass:
     Raises
     ------
     PassError
-        At once, when ``desired_layouts`` names an unsupported operator or layout.
+        At once, when ``desired_layouts`` names an unknown operator or a bad layout.
 
     Examples
     --------
@@ -212,10 +288,11 @@ def ConvertLayout(desired_layouts: Mapping[str, Sequence[str]]) -> ModulePass:
     >>> with PassContext(opt_level=3):  # doctest: +SKIP
     ...     mod = ConvertLayout(desired)(mod)
     """
-    rules = _rules_for(_check_desired(desired_layouts))
+    checked = _check_desired(desired_layouts)
 
     def run(mod: IRModule, ctx: PassContext) -> IRModule:
-        typed = infer_type(mod)
+        rules = _rules_for(checked)
+        typed = infer_type(CanonicalizeOps()(mod))  # TVM's ConvertLayout requires CanonicalizeOps
         out = typed.copy()
         for gv, fn in typed.items():
             if not _skipped(fn):

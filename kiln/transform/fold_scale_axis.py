@@ -18,8 +18,10 @@ by ``s``). Every user of the scaled value must be able to take the scale.
 
 Both directions follow TVM's message passing: a preparation walk computes, for every node, along
 which axes a scale could be absorbed (and whether it must be non-negative), then a rewrite walk
-moves the scales. Only plain layouts (``NCHW``/``NHWC``, ``OIHW``/``HWIO``, ...) and full or
-depthwise convolutions are handled, as in TVM.
+moves the scales. Plain layouts (``NCHW``/``NHWC``, ``OIHW``/``HWIO``, ...) and blocked ones
+whose data, output and kernel are all blocked (``NCHW2c``/``OIHW2i4o``: the scale runs along the
+pair of channel axes and is reshaped onto the weight's ``I``/``i`` or ``O``/``o`` axes), with full
+or depthwise convolutions, are handled, as in TVM.
 """
 
 from __future__ import annotations
@@ -102,35 +104,63 @@ def _reshape_or_expand(scale: Expr, shape: tuple[int, ...], axes: tuple[int, ...
 
 @dataclass(frozen=True)
 class _ConvAxes:
-    data_c: int  # channel axis of the data
-    out_c: int  # channel axis of the output
-    kernel_o: int  # output-channel axis of the weight
-    kernel_i: int  # input-channel axis of the weight
+    data_c: tuple[int, ...]  # channel axes of the data (C, and c when blocked)
+    out_c: tuple[int, ...]  # channel axes of the output
+    kernel_o: tuple[int, ...]  # output-channel axes of the weight (O, and o when blocked)
+    kernel_i: tuple[int, ...]  # input-channel axes of the weight
     kernel_ndim: int
     depthwise: bool
 
 
+def _letter_axes(layout: str, letter: str) -> tuple[int, ...]:
+    """Positions of ``letter`` and of its block (``c`` of ``C``) in ``layout`` (``NCHW8c``)."""
+    positions, i = [], 0
+    for char in layout:
+        if char.isdigit():
+            continue
+        if char in (letter, letter.lower()):
+            positions.append(i)
+        i += 1
+    return tuple(positions)
+
+
 def _conv_axes(call: Call) -> _ConvAxes | None:
-    """Channel axes of a full or depthwise convolution in a plain layout, else ``None``."""
+    """Channel axes of a full or depthwise convolution in a plain layout (``NCHW``/``OIHW``) or a
+    blocked one whose data, output and kernel are all blocked (``NCHW2c``/``OIHW2i4o``), as TVM
+    folds them; else ``None``."""
     attrs = call_attrs(call)
     data_layout, kernel_layout = attrs.data_layout, attrs.kernel_layout
     out_layout = attrs.out_layout or data_layout
-    layouts = (data_layout, kernel_layout, out_layout)
-    if any(not s.isupper() for s in layouts) or "C" not in data_layout or "C" not in out_layout:
+    data_c, out_c = _letter_axes(data_layout, "C"), _letter_axes(out_layout, "C")
+    o, i = _letter_axes(kernel_layout, "O"), _letter_axes(kernel_layout, "I")
+    if not data_c or not out_c or not o or not i:
         return None
-    if "O" not in kernel_layout or "I" not in kernel_layout:
+    blocked = [len(a) == 2 for a in (data_c, out_c, o, i)]
+    if any(blocked) and not all(blocked):
         return None
-    o, i = kernel_layout.index("O"), kernel_layout.index("I")
     weight = _ttype(call.args[1])
-    depthwise = weight.shape[o] == attrs.groups and weight.shape[i] == 1
+    ndim = weight.ndim
+    kernel_letters = "".join(c for c in kernel_layout if not c.isdigit())
+    if len(kernel_letters) != ndim or kernel_letters[o[0]] != "O" or kernel_letters[i[0]] != "I":
+        return None
+    o_total = 1
+    for k in o:
+        o_total *= weight.shape[k]
+    i_total = 1
+    for k in i:
+        i_total *= weight.shape[k]
+    depthwise = o_total == attrs.groups and i_total == 1  # TVM's IsDepthwiseConv (OIHW shape)
     if attrs.groups != 1 and not depthwise:
         return None
-    return _ConvAxes(data_layout.index("C"), out_layout.index("C"), o, i, len(kernel_layout),
-                     depthwise)
+    return _ConvAxes(data_c, out_c, o, i, ndim, depthwise)
 
 
-def _scale_weight(weight: Expr, scale: Expr, ndim: int, axis: int) -> Expr:
-    return K.multiply(weight, expand_bias_to_match_axis(scale, ndim, [axis]))
+def _scale_weight(weight: Expr, scale: Expr, weight_type: TensorType, axes: tuple[int, ...]) -> Expr:
+    """``weight * scale`` along ``axes``: expanded for one axis, reshaped for a blocked pair."""
+    if len(axes) == 1:
+        return K.multiply(weight, expand_bias_to_match_axis(scale, weight_type.ndim, list(axes)))
+    shape = [d if k in axes else 1 for k, d in enumerate(weight_type.shape)]
+    return K.multiply(weight, K.reshape(scale, shape))
 
 
 # --- forward folding ----------------------------------------------------------------------------
@@ -167,7 +197,7 @@ def _forward_prep(call: Call, out: Message | None) -> list[Message | None]:
     if kind == "conv":
         axes = _conv_axes(call)
         if axes is not None:
-            return [Message((axes.data_c,), False), None]
+            return [Message(axes.data_c, False), None]
     if kind == "dense":
         return [Message((1,), False), None]
     return none
@@ -287,8 +317,8 @@ class _ForwardFolder:
         axes = _conv_axes(call)
         if not isinstance(data, _Scaled) or isinstance(weight, _Scaled) or axes is None:
             return None
-        axis = axes.kernel_o if axes.depthwise else axes.kernel_i
-        new_weight = _scale_weight(weight, data.scale, axes.kernel_ndim, axis)
+        kernel_axes = axes.kernel_o if axes.depthwise else axes.kernel_i
+        new_weight = _scale_weight(weight, data.scale, _ttype(call.args[1]), kernel_axes)
         return _with(call, [data.value, new_weight], _merge_names(data.names, call.source_names))
 
     @staticmethod
@@ -328,7 +358,7 @@ def _backward_prep(call: Call, ins: list[Message | None]) -> Message | None:
         return None
     if kind == "conv":
         axes = _conv_axes(call)
-        return Message((axes.out_c,), False) if axes is not None else None
+        return Message(axes.out_c, False) if axes is not None else None
     if kind == "bias_add":
         ndim = _ttype(call.args[0]).ndim
         if ins[0] is not None and ins[0].axes == (call_attrs(call).axis % ndim,):
@@ -431,10 +461,11 @@ class _BackwardFolder:
         if kind == "conv":
             axes = _conv_axes(node)
             assert axes is not None
-            weight = _scale_weight(arg(1), scale, axes.kernel_ndim, axes.kernel_o)
+            weight = _scale_weight(arg(1), scale, _ttype(node.args[1]), axes.kernel_o)
             return _with(node, [arg(0), weight], names)
         assert kind == "dense", f"no backward scale folding for {op_name(node)}"
-        return _with(node, [arg(0), _scale_weight(arg(1), scale, 2, 0)], names)
+        return _with(node, [arg(0), _scale_weight(arg(1), scale, _ttype(node.args[1]), (0,))],
+                     names)
 
 
 # --- passes -------------------------------------------------------------------------------------

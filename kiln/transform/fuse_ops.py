@@ -10,7 +10,9 @@ calls only reshape (``reshape``, ``expand_dims``, ``squeeze``, ``batch_flatten``
 
 How much is fused depends on ``fuse_opt_level`` (default: the PassContext's ``opt_level``): at
 0 every operator becomes its own primitive function, as TVM's build does at ``opt_level=0``.
-``PassContext(config={"relay.FuseOps.max_depth": n})`` caps the operators per group (default 256).
+``PassContext(config={"relay.FuseOps.max_depth": n})`` caps the operators per group (default 256);
+``"relay.FuseOps.link_params": True`` keeps every constant inside the groups that use it instead
+of passing it as a parameter (TVM's linked parameters).
 
 Kiln's one extension of TVM's grouping (:class:`KilnGraphPartitioner`): a softmax over the last
 axis (``nn.softmax``, ``nn.fast_softmax``, ``nn.log_softmax``) also absorbs the element-wise and
@@ -136,8 +138,9 @@ class KilnGraphPartitioner(GraphPartitioner):
 
 
 class _FuseMutator:
-    def __init__(self, fn: Function, opt_level: int, max_depth: int):
+    def __init__(self, fn: Function, opt_level: int, max_depth: int, link_params: bool = False):
         self.fn = fn
+        self.link_params = link_params
         graph = build_forward_graph(fn)
         groups = KilnGraphPartitioner(opt_level, max_depth).partition(graph)
         self.gmap: dict[int, Group] = {id(g.ref): groups[g.index] for g in graph.post_dfs_order}
@@ -177,7 +180,8 @@ class _FuseMutator:
         out: list[Expr] = []
         for arg in args:
             new_arg = self.new[id(arg)]
-            if self.group_of(arg) is not group:
+            if self.group_of(arg) is not group and not (self.link_params
+                                                        and isinstance(new_arg, Constant)):
                 out.append(self.info(group).param_for(new_arg, arg.checked_type))
             else:
                 out.append(new_arg)
@@ -216,7 +220,7 @@ class _FuseMutator:
 
 
 def fuse_ops(fn: Function, opt_level: int = 2, max_depth: int = MAX_FUSE_DEPTH,
-             mod: IRModule | None = None) -> Function:
+             mod: IRModule | None = None, link_params: bool = False) -> Function:
     """Group the operators of ``fn`` (not modified) into primitive functions.
 
     Parameters
@@ -229,6 +233,8 @@ def fuse_ops(fn: Function, opt_level: int = 2, max_depth: int = MAX_FUSE_DEPTH,
         Maximum number of operators in one fused function.
     mod : IRModule, optional
         The module, to type calls of global functions.
+    link_params : bool
+        Keep constants inside the groups instead of passing them as parameters.
 
     Returns
     -------
@@ -238,7 +244,7 @@ def fuse_ops(fn: Function, opt_level: int = 2, max_depth: int = MAX_FUSE_DEPTH,
     if is_primitive(fn):
         return fn
     ensure_types(fn, mod)
-    return _FuseMutator(fn, opt_level, max_depth).run()
+    return _FuseMutator(fn, opt_level, max_depth, link_params).run()
 
 
 def defuse_ops(fn: Function) -> Function:
@@ -272,7 +278,8 @@ def FuseOps(fuse_opt_level: int = -1) -> FunctionPass:
     def run(fn: Function, mod: IRModule, ctx: PassContext) -> Function:
         level = ctx.opt_level if fuse_opt_level == -1 else fuse_opt_level
         depth = int(ctx.config.get("relay.FuseOps.max_depth", MAX_FUSE_DEPTH))
-        return fuse_ops(fn, level, depth, mod)
+        link = bool(ctx.config.get("relay.FuseOps.link_params", False))
+        return fuse_ops(fn, level, depth, mod, link)
 
     return FunctionPass(run, PassInfo(0, "FuseOps", ("InferType",)))
 

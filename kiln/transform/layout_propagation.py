@@ -21,16 +21,25 @@ behaviour declared in the registry (``OpDef.layout``, one of
 for the default: the call rebuilt on its arguments converted back to their own layouts.
 
 - ``elemwise`` ops keep the layout of their argument;
-- ``broadcast`` ops keep the layout of a moved operand and bring the others to it: scalars stay,
-  operands with one axis larger than 1 (biases, per-channel scales) and blocked operands whose
-  split axes are 1 are reshaped, others are converted;
+- ``broadcast`` ops keep the layout of a moved operand and bring the others to it as TVM does:
+  scalars and lower-rank operands of ones stay, other lower-rank operands get ``expand_dims`` to
+  full rank, then a ``layout_transform`` to the held layout with a block of 1 on every split axis
+  they have as 1 (``NCHW1c`` next to ``NCHW16c``);
 - ``axis`` ops (norms, softmax, prelu) get their axis remapped, unless the axis is split;
   ``bias_add`` on a split axis becomes an ``add`` of the bias reshaped to the blocked layout;
 - ``pool`` ops (2-d) run in the held layout when it is ``NCHW``, ``NHWC`` or ``NCHW{c}c``;
 - ``pad`` pads the held layout (never a split axis); ``concatenate`` converts its inputs to the
-  most common layout they can all take; ``reduce`` remaps its axes (never a split one);
+  most common layout they can all take; ``reduce`` remaps its axes (a split axis is reduced with
+  its block, the result of ``keepdims`` then held as ``NCHW1c``); ``axes`` ops (``l2_normalize``)
+  remap their axis list; ``squeeze`` and ``strided_slice`` permute their axes or bounds;
+  ``transpose`` permutes straight to its original result layout; ``resize`` ops
+  (``nn.upsampling``, ``image.resize2d``) run in the held layout;
   ``layout_transform`` to the held layout is the held value itself; ``depth_to_space`` (DCR) of a
   channel-blocked value stays blocked.
+
+Users can plug TVM's layout hooks into an operator (``relay.op.register_alter_op_layout``,
+``register_convert_op_layout``, ``relay.testing.temp_op_attr.TempOpAttr``): :func:`hook_rule`
+calls them as TVM does and adopts the layouts of the call they return.
 
 Each value is converted at most once per target layout, and converting a converted value back
 reuses the value before the conversion, so no pair of ``layout_transform`` that cancel out is left
@@ -47,6 +56,7 @@ from dataclasses import dataclass
 import kiln.op as K
 from kiln.ir.attrs import Attrs
 from kiln.ir.expr import Call, Constant, Expr, Function, GlobalVar, Op, Tuple, TupleGetItem, Var
+from kiln.ir.op_table import op_attr_map
 from kiln.ir.types import TensorType, TupleType
 from kiln.ir.visitor import children, post_order, rebuild
 from kiln.op.registry import get_op_def
@@ -60,6 +70,8 @@ __all__ = [
     "follow_rules",
     "held_axis",
     "held_shape",
+    "hook_rule",
+    "user_hooks",
 ]
 
 
@@ -75,6 +87,7 @@ class Held:
     expr: Expr
     layout: str = ""
     held: str = ""
+    all_fields: bool = False  # a tuple whose every field is held so (split, topk)
 
     @property
     def moved(self) -> bool:
@@ -206,7 +219,8 @@ class LayoutRewriter:
         if not tup.moved:
             return None
         item = TupleGetItem(tup.expr, node.index)
-        return Held(item, tup.layout, tup.held) if node.index == 0 else Held(item)
+        moved = node.index == 0 or tup.all_fields
+        return Held(item, tup.layout, tup.held) if moved else Held(item)
 
     def _name_new_calls(self, expr: Expr, names: tuple[str, ...]) -> None:
         """Give calls built by a rule (not yet seen, without source names) ``names``.
@@ -265,12 +279,15 @@ class LayoutRewriter:
         if key in self._converted:
             return self._converted[key]
         ty = old.checked_type
-        if isinstance(ty, TupleType):  # batch_norm: field 0 moved back
-            first_type = ty.fields[0]
-            assert isinstance(first_type, TensorType)
-            first = _transform(TupleGetItem(value.expr, 0), value.held, value.layout, first_type.shape)
-            rest = [TupleGetItem(value.expr, i) for i in range(1, len(ty.fields))]
-            return self._made(key, old, Tuple([first, *rest]))
+        if isinstance(ty, TupleType):  # batch_norm: field 0 moved back; split, topk: every field
+            fields: list[Expr] = []
+            for i, field_type in enumerate(ty.fields):
+                item = TupleGetItem(value.expr, i)
+                if i == 0 or value.all_fields:
+                    assert isinstance(field_type, TensorType)
+                    item = _transform(item, value.held, value.layout, field_type.shape)  # type: ignore[assignment]
+                fields.append(item)
+            return self._made(key, old, Tuple(fields))
         assert isinstance(ty, TensorType)
         return self._made(key, old, _transform(value.expr, value.held, value.layout, ty.shape))
 
@@ -294,41 +311,36 @@ class LayoutRewriter:
         return self._converted[key]
 
     def operand(self, old: Expr, layout: str, held: str) -> Expr | None:
-        """A broadcasting operand of a result in ``layout`` brought to ``held``.
+        """A broadcasting operand of a result in ``layout`` brought to ``held`` (TVM's rule).
 
-        Scalars stay as they are; operands with at most one axis larger than 1 (``(C,)`` biases,
-        ``(1, 1, 1, C)``), and operands of a blocked result whose split axes are 1, are reshaped;
-        other full-rank operands are converted and lower-rank ones are reshaped to full rank, then
-        converted. None when ``old`` has more axes than the result or a block does not divide it.
+        Scalars, and lower-rank operands whose axes are all 1, stay as they are; other
+        lower-rank operands get ``expand_dims`` to full rank first. The operand is then converted
+        to ``held`` with a block of 1 on every split axis it has as 1 (``NCHW1c`` next to
+        ``NCHW16c``), so it still broadcasts. None when ``old`` has more axes than the result or
+        a block does not divide it.
         """
         ty = self.tensor(old)
         rank = len(layout)
         if ty is None or ty.ndim > rank:
             return None
-        if ty.ndim == 0:
+        if ty.ndim == 0 or (ty.ndim < rank and all(d == 1 for d in ty.shape)):
             return self.primal(old)
         value = self.value(old)
         if ty.ndim == rank and value.layout == layout and value.held == held:
             return value.expr
         shape = (1,) * (rank - ty.ndim) + tuple(ty.shape)
-        new_shape = held_shape(shape, layout, held)
-        if new_shape is None:
+        dims = dict(zip(layout, shape))
+        target = "".join(("1" if dims[letter.upper()] == 1 else str(block)) + letter.lower()
+                         if block else letter for letter, block in _tokens(held))
+        if held_shape(shape, layout, target) is None:
             return None
-        large = [a for a, d in zip(layout, shape) if d != 1]
-        blocks = splits(held)
-        if len(large) <= 1 or (blocks and not any(a in blocks for a in large)):
-            if new_shape == tuple(ty.shape):
-                return self.primal(old)
-            key = (id(old), layout, held)
-            if key not in self._converted:
-                self._made(key, old, K.reshape(self.primal(old), new_shape))
-            return self._converted[key]
         if ty.ndim == rank:
-            return self.convert(old, layout, held)
-        key = (id(old), layout, held)
-        if key not in self._converted:  # (H, W, 1) next to NHWC: made 4-d, then moved
-            full = K.reshape(self.primal(old), shape)
-            self._made(key, old, _transform(full, layout, held, shape))
+            return self.convert(old, layout, target)
+        key = (id(old), layout, target)
+        if key not in self._converted:  # (C, 1, 1) next to NCHW16c: made 4-d, then moved
+            full = K.expand_dims(self.primal(old), 0, rank - ty.ndim)
+            self._made(key, old, full if target == layout else
+                       K.layout_transform(full, layout, target))
         return self._converted[key]
 
     # --- building --------------------------------------------------------------------------------
@@ -401,8 +413,7 @@ def _bias_add(rw: LayoutRewriter, call: Call) -> Held | None:
 
 
 def _poolable(layout: str, held: str) -> bool:
-    return held in ("NCHW", "NHWC") or (layout == "NCHW" and set(splits(held)) == {"C"}
-                                        and held.startswith("NCHW"))
+    return held in ("NCHW", "NHWC") or (set(splits(held)) == {"C"} and held.startswith("NCHW"))
 
 
 def _pool(rw: LayoutRewriter, call: Call) -> Held | None:
@@ -454,13 +465,16 @@ def _concatenate(rw: LayoutRewriter, call: Call) -> Held | None:
     layout, held = max(usable, key=lambda tag: (tags.count(tag), max(splits(tag[1]).values(), default=0)))
     fields = Tuple([rw.convert(f, layout, held) for f in tup.fields])
     new_attrs = call.attrs.replace(axis=held_axis(layout, held, call.attrs.axis))
-    return Held(rw.recall(call, [fields], new_attrs), layout, held)
+    rest = [rw.primal(a) for a in call.args[1:]]  # qnn.concatenate: scales and zero points
+    return Held(rw.recall(call, [fields, *rest], new_attrs), layout, held)
 
 
 def _reduce(rw: LayoutRewriter, call: Call) -> Held | None:
-    """``r(x{L as H}, axes)`` -> ``r(x', axes in H)`` (no split axis reduced); without
-    ``keepdims`` the result is held in what is left of ``H``, taken back at once when that is a
-    mere reshape (``NC8c`` of ``NC``)."""
+    """``r(x{L as H}, axes)`` -> ``r(x', axes in H)`` as TVM's reductions: a split axis is reduced
+    with its block (``sum`` over ``C`` of ``NCHW16c`` reduces axes 1 and 4; with ``keepdims`` the
+    result is held as ``NCHW1c``); ``exclude`` is kept, its kept axes listed with their blocks.
+    Without ``keepdims`` the result is held in what is left of ``H``, taken back at once when
+    that is a mere reshape (``NC8c`` of ``NC``)."""
     value = rw.moved_arg(call)
     attrs = call.attrs
     out = rw.tensor(call)
@@ -469,22 +483,192 @@ def _reduce(rw: LayoutRewriter, call: Call) -> Held | None:
     rank = len(value.layout)
     chosen = set(range(rank)) if attrs.axis is None else {a % rank for a in attrs.axis}
     axes = set(range(rank)) - chosen if attrs.exclude else chosen
-    blocks = splits(value.held)
-    if any(value.layout[a] in blocks for a in axes):
-        return None
-    new_axes = tuple(sorted(held_axis(value.layout, value.held, a) for a in axes))
-    reduced = rw.recall(call, [value.expr], attrs.replace(axis=new_axes, exclude=False))
-    if attrs.keepdims:
-        return Held(reduced, value.layout, value.held)
     dropped = {value.layout[a] for a in axes}
+    tokens = _tokens(value.held)
+    if attrs.axis is None:
+        new_attrs = attrs
+    elif attrs.exclude:
+        letters = {value.layout[a] for a in chosen}
+        new_attrs = attrs.replace(axis=tuple(i for i, (letter, _) in enumerate(tokens)
+                                             if letter in letters))
+    else:
+        new_attrs = attrs.replace(axis=tuple(i for i, (letter, _) in enumerate(tokens)
+                                             if letter in dropped))
+    rest = []  # variance's mean: a keepdims reduction of the same value, brought to its layout
+    for arg in call.args[1:]:
+        t = rw.tensor(arg)
+        if t is None or t.ndim != rank:
+            return None
+        rest.append(rw.convert(arg, value.layout, value.held))
+    reduced = rw.recall(call, [value.expr, *rest], new_attrs)
+    if attrs.keepdims:
+        held = "".join((f"{1 if letter in dropped else block}{letter.lower()}" if block else letter)
+                       for letter, block in tokens)
+        return Held(reduced, value.layout, held)
+    blocks = splits(value.held)
     kept = "".join(a for a in value.layout if a not in dropped)
     kept_held = "".join(f"{block}{letter.lower()}" if block else letter
-                        for letter, block in _tokens(value.held) if letter not in dropped)
+                        for letter, block in tokens if letter not in dropped)
     if kept == kept_held:
         return Held(reduced)
     if blocks and _is_reshape(kept, kept_held):
         return Held(K.reshape(reduced, out.shape))
     return Held(reduced, kept, kept_held)
+
+
+def _axes(rw: LayoutRewriter, call: Call) -> Held | None:
+    """``f(x{L as H}, axis=[a, b])`` -> ``f(x', axis=[a in H, b in H]){L as H}`` for ops over a list
+    of axes keeping the shape (``l2_normalize``); not over a split axis."""
+    value = rw.moved_arg(call)
+    attrs = call.attrs
+    if value is None or attrs is None or attrs.axis is None:
+        return None
+    rank = len(value.layout)
+    blocks = splits(value.held)
+    if any(value.layout[a % rank] in blocks for a in attrs.axis):
+        return None
+    new_axes = tuple(held_axis(value.layout, value.held, a) for a in attrs.axis)
+    return Held(rw.recall(call, [value.expr], attrs.replace(axis=new_axes)),
+                value.layout, value.held)
+
+
+def _squeeze(rw: LayoutRewriter, call: Call) -> Held | None:
+    """``squeeze(x{L as H}, axes)`` -> ``squeeze(x', axes in H)`` held in what is left of ``H``
+    (every axis of size 1, listed, when ``axes`` is None; no split axis squeezed)."""
+    value = rw.moved_arg(call)
+    attrs, data = call.attrs, rw.tensor(call.args[0])
+    if value is None or attrs is None or data is None or data.ndim != len(value.layout):
+        return None
+    rank = data.ndim
+    if attrs.axis is None:
+        axes = [a for a in range(rank) if data.shape[a] == 1]
+    else:
+        axes = [a % rank for a in attrs.axis]
+    if any(value.layout[a] in splits(value.held) for a in axes):
+        return None
+    if attrs.axis is None:
+        new_axes = tuple(sorted(held_axis(value.layout, value.held, a) for a in axes))
+    else:
+        new_axes = tuple(held_axis(value.layout, value.held, a) for a in axes)
+    squeezed = rw.recall(call, [value.expr], attrs.replace(axis=new_axes))
+    dropped = {value.layout[a] for a in axes}
+    kept = "".join(a for a in value.layout if a not in dropped)
+    kept_held = "".join(f"{block}{letter.lower()}" if block else letter
+                        for letter, block in _tokens(value.held) if letter not in dropped)
+    return Held(squeezed) if kept == kept_held else Held(squeezed, kept, kept_held)
+
+
+def _split(rw: LayoutRewriter, call: Call) -> Held | None:
+    """``split(x{L as H}, axis=a)`` / ``topk(x{L as H}, axis=a)`` -> the same op of ``x'`` along
+    ``a in H``, every output held as ``H`` (not along a split axis)."""
+    value = rw.moved_arg(call)
+    attrs, data = call.attrs, rw.tensor(call.args[0])
+    if value is None or attrs is None or data is None or data.ndim != len(value.layout):
+        return None
+    axis = attrs.axis % data.ndim
+    if value.layout[axis] in splits(value.held):
+        return None
+    new_attrs = attrs.replace(axis=held_axis(value.layout, value.held, axis))
+    new = rw.recall(call, [value.expr], new_attrs)
+    return Held(new, value.layout, value.held, all_fields=isinstance(call.checked_type, TupleType))
+
+
+def _transpose(rw: LayoutRewriter, call: Call) -> Held | None:
+    """``transpose(x{L as H}, p)`` -> ``transpose(x', q)`` with ``q`` giving the original result
+    layout directly (TVM's rule; nothing split)."""
+    value = rw.moved_arg(call)
+    attrs = call.attrs
+    if value is None or attrs is None or splits(value.held):
+        return None
+    rank = len(value.layout)
+    perm = range(rank - 1, -1, -1) if attrs.axes is None else (a % rank for a in attrs.axes)
+    new_axes = tuple(value.held.index(value.layout[a]) for a in perm)
+    return Held(rw.recall(call, [value.expr], attrs.replace(axes=new_axes)))
+
+
+def _strided_slice(rw: LayoutRewriter, call: Call) -> Held | None:
+    """``strided_slice(x{L as H}, begin, end, strides)`` -> the same slice of ``x'`` with the
+    bounds permuted to ``H`` (TVM's rule: missing begins are 0, ends the axis size, strides 1;
+    with ``axes``, the axes are remapped). A split axis is sliced on its outer part when the
+    bounds are multiples of the block and the stride is 1 (``[16, 32)`` of ``C`` in ``NCHW4c``
+    is ``[4, 8)``); its inner part is kept whole."""
+    value = rw.moved_arg(call)
+    attrs, data = call.attrs, rw.tensor(call.args[0])
+    if (value is None or attrs is None or data is None or attrs.slice_mode != "end"
+            or data.ndim != len(value.layout)):
+        return None
+    rank = data.ndim
+    blocks = splits(value.held)
+    tokens = _tokens(value.held)
+
+    def outer(letter: str, b: object, e: object, st: object) -> tuple[object, object] | None:
+        block = blocks.get(letter, 0)
+        if not block:
+            return b, e
+        size = data.shape[value.layout.index(letter)]
+        if not (isinstance(b, int) and isinstance(e, int) and st == 1):
+            return None
+        b, e = b % size if b < 0 else b, e % size if e < 0 else min(e, size)
+        if b % block or e % block:
+            return None
+        return b // block, e // block
+
+    if attrs.axes is not None:
+        n = len(attrs.axes)
+        if len(attrs.begin) != n or len(attrs.end) != n or (
+                len(attrs.strides) < n and any(st != 1 for st in attrs.strides)):
+            return None
+        steps = list(attrs.strides) + [1] * (n - len(attrs.strides))  # missing strides are 1
+        new_axes, new_begin, new_end = [], [], []
+        for a, b, e, st in zip(attrs.axes, attrs.begin, attrs.end, steps):
+            letter = value.layout[a % rank]
+            bounds = outer(letter, b, e, st)
+            if bounds is None:
+                return None
+            new_axes.append(held_axis(value.layout, value.held, a))
+            new_begin.append(bounds[0])
+            new_end.append(bounds[1])
+        new_attrs = attrs.replace(axes=tuple(new_axes), begin=tuple(new_begin),
+                                  end=tuple(new_end))
+    else:
+        def full(values: tuple, default: list) -> list:
+            return [values[i] if i < len(values) else default[i] for i in range(rank)]
+
+        begin = full(tuple(attrs.begin), [0] * rank)
+        end = full(tuple(attrs.end), list(data.shape))
+        strides = full(tuple(attrs.strides), [1] * rank)
+        nb: list[object] = []
+        ne: list[object] = []
+        ns: list[object] = []
+        for letter, block in tokens:
+            if block:  # the inner part of a split axis: whole
+                nb.append(0)
+                ne.append(block)
+                ns.append(1)
+                continue
+            i = value.layout.index(letter)
+            bounds = outer(letter, begin[i], end[i], strides[i])
+            if bounds is None:
+                return None
+            nb.append(bounds[0])
+            ne.append(bounds[1])
+            ns.append(strides[i])
+        new_attrs = attrs.replace(begin=tuple(nb), end=tuple(ne), strides=tuple(ns))
+    return Held(rw.recall(call, [value.expr], new_attrs), value.layout, value.held)
+
+
+def _resize(rw: LayoutRewriter, call: Call) -> Held | None:
+    """``resize(x{L as H}, layout=L)`` -> ``resize(x', layout=H){L as H}`` for ops resizing the
+    ``H``/``W`` axes named by ``attrs.layout`` (``nn.upsampling``, ``image.resize2d``), which may
+    not be split."""
+    value = rw.moved_arg(call)
+    attrs = call.attrs
+    if (value is None or attrs is None or attrs.layout != value.layout
+            or any(a in splits(value.held) for a in "HW")):
+        return None
+    new_attrs = attrs.replace(layout=value.held)
+    args = [value.expr, *(rw.primal(a) for a in call.args[1:])]
+    return Held(rw.recall(call, args, new_attrs), value.layout, value.held)
 
 
 def _layout_transform(rw: LayoutRewriter, call: Call) -> Held | None:
@@ -527,6 +711,100 @@ def follow_rules() -> Mapping[str, Rule]:
         "pad": _pad,  # pad(x{NHWC as NCHW}, w) -> pad(x', w permuted)
         "concatenate": _concatenate,  # concat((x{NHWC as NCHW}, y), 3) -> concat((x', y'), 1)
         "reduce": _reduce,  # mean(x{NHWC as NCHW}, [1, 2]) -> mean(x', [2, 3])
+        "axes": _axes,  # l2_normalize(x{NHWC as NCHW}, [2, 3]) -> l2_normalize(x', [3, 1])
+        "squeeze": _squeeze,  # squeeze(x{NHWC as NCHW}, [1]) -> squeeze(x', [2]){NWC as NCW}
+        "split": _split,  # split(x{NHWC as NCHW}, axis=3) -> split(x', axis=1), fields moved
+        "transpose": _transpose,  # transpose(x{NHWC as NCHW}, [0, 3, 1, 2]) -> transpose(x', id)
+        "strided_slice": _strided_slice,  # slice(x{NCHW as NHWC}, [0, 1]) -> slice(x', [0,0,0,1])
+        "resize": _resize,  # upsampling(x{NCHW as NCHW16c}) -> upsampling(x', NCHW16c)
         "layout_transform": _layout_transform,  # lt(x{NHWC as NCHW}, NHWC, NCHW) -> x'
         "depth_to_space": _depth_to_space,  # d2s(x{NCHW as NCHW8c}, DCR) -> 7-d shuffle of x'
     }
+
+
+# --- user layout hooks (TVM's FTVMAlterOpLayout / FTVMConvertOpLayout) ----------------------------
+
+def _layouts_of(attrs: Attrs | None) -> tuple[list[str], str] | None:
+    """``([data, kernel], out)`` layouts named by a convolution's attributes, ``([layout], out)``
+    by a pool's, None for other operators."""
+    if attrs is None:
+        return None
+    if "data_layout" in attrs and isinstance(attrs.data_layout, str):
+        ins = [attrs.data_layout]
+        if "kernel_layout" in attrs and isinstance(attrs.kernel_layout, str):
+            ins.append(attrs.kernel_layout)
+        out = attrs.out_layout if "out_layout" in attrs and attrs.out_layout else attrs.data_layout
+        return ins, out
+    if "layout" in attrs and isinstance(attrs.layout, str) and attrs.layout:
+        out = attrs.out_layout if "out_layout" in attrs and attrs.out_layout else attrs.layout
+        return [attrs.layout], out
+    return None
+
+
+def _same_letters(a: str, b: str) -> bool:
+    return sorted(c for c in a if c.isupper()) == sorted(c for c in b if c.isupper())
+
+
+def hook_rule(hook: Callable[..., Expr | None], *extra: object) -> Rule:
+    """The rule of an operator whose layout hook a user registered (TVM's ``FTVMAlterOpLayout``,
+    ``FTVMConvertOpLayout``).
+
+    The hook is called as TVM calls it, ``hook(attrs, inputs, tinfos, out_type)`` (ConvertLayout
+    passes the desired layouts instead of ``out_type``: give them as ``extra``), with the inputs in
+    the layouts of the original call. ``None`` keeps the call. When it returns a convolution or a
+    pool whose attributes name other layouts than the original call's, its data (and kernel) are
+    converted to the new layouts, reusing values already held in them, and the result is held in
+    the new output layout; any other returned expression replaces the call as it is.
+
+    Parameters
+    ----------
+    hook : callable
+        The user's function.
+    *extra : object
+        Arguments that replace ``out_type`` (ConvertLayout's desired layouts).
+
+    Returns
+    -------
+    Rule
+        The rule, for :class:`LayoutRewriter`.
+    """
+    from kiln.te.tensor import placeholder
+
+    def rule(rw: LayoutRewriter, call: Call) -> Held | None:
+        inputs = [rw.primal(a) for a in call.args]
+        tinfos = []
+        for a in call.args:
+            t = rw.tensor(a)
+            tinfos.append(placeholder(t.shape, t.dtype) if t is not None else None)
+        tail = list(extra) if extra else [call.checked_type]
+        out = hook(call.attrs, inputs, tinfos, *tail)
+        if out is None:
+            return None
+        old = _layouts_of(call.attrs)
+        if not (isinstance(out, Call) and isinstance(out.op, Op)) or old is None:
+            return Held(out)
+        new = _layouts_of(out.attrs)
+        if new is None or len(new[0]) != len(old[0]):
+            return Held(out)
+        args = list(out.args)
+        for i, (src, dst) in enumerate(zip(old[0], new[0])):
+            if src == dst or i >= len(args) or not _same_letters(src, dst):
+                continue
+            j = next((k for k, x in enumerate(inputs) if x is args[i]), None)
+            if j is not None and rw.tensor(call.args[j]) is not None:
+                args[i] = rw.convert(call.args[j], src, dst)
+            else:
+                args[i] = K.layout_transform(args[i], src, dst)
+        new_call = Call(out.op, args, out.attrs, source_names=out.source_names or call.source_names)
+        old_out, new_out = old[1], new[1]
+        if old_out == new_out or not _same_letters(old_out, new_out):
+            return Held(new_call)
+        return Held(new_call, old_out, new_out)
+
+    return rule
+
+
+def user_hooks(attr_key: str, ops: Sequence[str] | None = None) -> dict[str, Rule]:
+    """The rules of every operator (of ``ops``, default all) with a user hook ``attr_key``."""
+    return {name: hook_rule(fn) for name, fn in op_attr_map(attr_key).items()
+            if fn is not None and (ops is None or name in ops)}

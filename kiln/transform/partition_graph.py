@@ -8,7 +8,9 @@ TVM's ``PartitionGraph``, in the same steps so names and signatures come out as 
    ``%<target>_<id>_i<k>`` (one per distinct value entering it; constants are bound inside), whose
    result is its single output or a tuple of its outputs, with attributes ``Inline=1``,
    ``Compiler="<target>"``, ``global_symbol`` and ``Primitive=1``; the region is replaced by a call
-   (and projections of it for several outputs);
+   (and projections of it for several outputs); before it gets those attributes, a function
+   registered as ``relay.ext.<target>.optimize`` (``kiln.register_func``) runs on it, as a
+   module of one typed ``main``;
 4. those functions are renamed ``tvmgen_<mod_name>_<name>`` (characters other than letters,
    digits and ``_`` become ``_``), which is also their ``global_symbol``: the kernel symbol the
    build gives the external codegen.
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from kiln.ir.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
 from kiln.ir.module import IRModule
 from kiln.ir.visitor import rewrite
+from kiln.runtime.func_registry import get_registered_func
 from kiln.transform.annotated_regions import AnnotatedRegion, region_set
 from kiln.transform.annotation import (
     DEFAULT_TARGET,
@@ -187,6 +190,10 @@ class _Partitioner:
             params, body, args = _bind_constants(params, body, args)
         # a tuple result gets its type from InferType, as in TVM
         ret_type = end.args[0].checked_type if len(fields) == 1 else None
+        optimize = get_registered_func(f"relay.ext.{region.target}.optimize")
+        if optimize is not None:  # the compiler's own passes, before the attributes (TVM)
+            opt = optimize(infer_type(IRModule.from_expr(Function(params, body, ret_type))))
+            params, body, ret_type = list(opt["main"].params), opt["main"].body, opt["main"].ret_type
         name = region.name
         fn = Function(params, body, ret_type, attrs={
             "Inline": 1, "Compiler": region.target, "global_symbol": name, "Primitive": 1})

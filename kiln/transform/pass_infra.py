@@ -112,15 +112,39 @@ class PassContext:
         self._sequential_depth = 0  # Sequential passes running (progress reports the outermost)
 
     def __enter__(self) -> PassContext:
+        self._enter_instruments()
         PassContext._stack.append(self)
-        for inst in self.instruments:
-            inst.enter_pass_ctx()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for inst in self.instruments:
-            inst.exit_pass_ctx()
-        PassContext._stack.pop()
+        try:
+            self._exit_instruments()
+        finally:
+            PassContext._stack.pop()
+
+    def _enter_instruments(self) -> None:
+        """``enter_pass_ctx`` of each instrument; when one raises, those already entered exit, the
+        instruments are cleared (disabled) and the error propagates (TVM's semantics)."""
+        entered: list[PassInstrument] = []
+        try:
+            for inst in self.instruments:
+                inst.enter_pass_ctx()
+                entered.append(inst)
+        except BaseException:
+            self.instruments = []
+            for inst in entered:
+                inst.exit_pass_ctx()
+            raise
+
+    def _exit_instruments(self) -> None:
+        """``exit_pass_ctx`` of each instrument; when one raises, the instruments are cleared (the
+        ones after it do not exit) and the error propagates (TVM's semantics)."""
+        try:
+            for inst in self.instruments:
+                inst.exit_pass_ctx()
+        except BaseException:
+            self.instruments = []
+            raise
 
     @staticmethod
     def current() -> PassContext:
@@ -138,12 +162,10 @@ class PassContext:
         return info.opt_level <= self.opt_level
 
     def override_instruments(self, instruments: Sequence[PassInstrument]) -> None:
-        """Replace the instruments."""
-        for inst in self.instruments:
-            inst.exit_pass_ctx()
+        """Replace the instruments: the old ones exit, the new ones enter (errors as in ``with``)."""
+        self._exit_instruments()
         self.instruments = list(instruments)
-        for inst in self.instruments:
-            inst.enter_pass_ctx()
+        self._enter_instruments()
 
 
 class Pass(abc.ABC):
@@ -254,18 +276,35 @@ class Sequential(Pass):
         enabled = [p for p in self.passes if ctx.pass_enabled(p.info)]
         if ctx._sequential_depth:  # progress shows the outermost sequence only
             for p in enabled:
-                mod = p(mod)
+                mod = p(_run_required(p, mod))
             return mod
         ctx._sequential_depth += 1
         try:
             with progress.stage("passes", total=len(enabled), unit="passes") as st:
                 for i, p in enumerate(enabled):
                     st.update(i, p.info.name)
-                    mod = p(mod)
+                    mod = p(_run_required(p, mod))
                 st.update(len(enabled))
         finally:
             ctx._sequential_depth -= 1
         return mod
+
+
+def _run_required(p: Pass, mod: IRModule) -> IRModule:
+    """Run the passes that ``p`` requires (``PassInfo.required``, e.g. ``InferType``) on ``mod``
+    first, as TVM's ``Sequential`` does."""
+    if not p.info.required:
+        return mod
+    import kiln.transform as passes
+
+    for name in p.info.required:
+        if name == "InferType" and all(fn.has_type for fn in mod.functions.values()):
+            continue  # every function is typed already: InferType would add nothing
+        make = getattr(passes, name, None)
+        if make is None:
+            raise PassError(f"pass {p.info.name} requires pass {name!r}, which Kiln does not have")
+        mod = make()(mod)
+    return mod
 
 
 def _make_pass_decorator(kind: type) -> Callable[..., Any]:

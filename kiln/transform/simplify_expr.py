@@ -2,17 +2,23 @@
 
 The rules, in TVM's order: ``*_like`` ops with static shapes become their explicit forms,
 ``x + x`` becomes ``x * 2``, ``a / sqrt(x)`` becomes ``a * rsqrt(x)``, identities disappear
-(``x + 0``, ``x - 0``, ``x * 1``, ``x / 1`` when the result has ``x``'s type), reshape and transpose
-chains collapse and no-op ones vanish, casts to the same dtype and widening double casts simplify,
-``full``-like operands of broadcasting ops become scalars, constant multiplies and adds regroup
-(``(x + c1) * c2 -> x * c2 + c1 * c2``, ``x * c1 * c2 -> x * (c1 * c2)``) so FoldScaleAxis and
-FoldConstant find them, and clips that cannot cut anything (``clip(uint8, 0, 255)``) go away.
+(``x + 0``, ``x - 0``, ``x * 1``, ``x / 1`` when the result has ``x``'s type), reshape chains
+(``reverse_reshape`` included) collapse, chains of transposes and ``layout_transform`` s become one
+transpose or one ``layout_transform`` (TVM's ``SimplifyTranspose``) and no-op ones vanish, casts
+to the same dtype and widening double casts simplify, ``full``-like operands of broadcasting ops
+become scalars, constant multiplies and adds regroup (``(x + c1) * c2 -> x * c2 + c1 * c2``,
+``x * c1 * c2 -> x * (c1 * c2)``) so FoldScaleAxis and FoldConstant find them,
+``argmax/argmin/argsort(dequantize(x))`` read ``x`` (positive constant scale), casts after a clip
+that fit its range go, clips that cannot cut anything (``clip(uint8, 0, 255)``) go away, and
+``a*x*x + b*x*y + c*y*y`` factors into ``a * (x + p*y) * (x + q*y)`` (matched with the dataflow
+pattern language, :mod:`kiln.transform.dataflow_pattern`).
 
 Kiln adds rules that exported transformer graphs need before fusion:
 
 - powers by a constant exponent become cheaper ops: ``power(x, 2) -> x * x``,
   ``power(x, 0.5) -> sqrt(x)``, ``power(x, -0.5) -> rsqrt(x)``, ``power(x, 1) -> x``;
-- a floating-point division by a constant becomes a multiplication by its reciprocal
+- when compiling for a target (inside ``with Target(...)``, as ``relay.build`` runs its passes),
+  a floating-point division by a constant becomes a multiplication by its reciprocal
   (``x / c -> x * (1 / c)``) when every ``1 / c`` is a finite normal number. When ``c`` is a power
   of two this is exact; otherwise the result can differ from the correctly rounded quotient by
   the rounding of ``1 / c`` plus that of the product: at most three units of the format's
@@ -38,7 +44,10 @@ import kiln.op as K
 from kiln.ir.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem
 from kiln.ir.module import IRModule
 from kiln.ir.types import TensorType, TupleType, np_dtype
-from kiln.op.registry import OpPattern, get_op_def
+from kiln.op.registry import OpPattern, all_ops, get_op_def
+from kiln.target import Target
+from kiln.transform.dataflow_pattern import DFPattern, is_constant, match_nodes, wildcard
+from kiln.transform.dataflow_pattern import is_op as op_pattern
 from kiln.transform.fold_constant import fold_constant
 from kiln.transform.pass_infra import FunctionPass, PassContext, PassInfo
 from kiln.transform.rewrite import (
@@ -54,9 +63,9 @@ from kiln.transform.rewrite import (
 
 __all__ = ["RESHAPE_OPS", "SimplifyExpr", "pm_simplify_expr", "simplify_expr"]
 
-# Operators that only reinterpret the shape of a dense buffer (TVM's ``TReshapeOp``).
-RESHAPE_OPS = frozenset({"reshape", "expand_dims", "squeeze", "nn.batch_flatten",
-                         "contrib_reverse_reshape"})
+# Operators that only reinterpret the shape of a dense buffer (``OpDef.reshape_only``, TVM's
+# ``TReshapeOp``), read from the registry (every family is declared by ``import kiln.op``).
+RESHAPE_OPS = frozenset(name for name, op in all_ops().items() if op.reshape_only)
 
 
 # --- *_like ops with static shapes ----------------------------------------------------------
@@ -89,6 +98,12 @@ def _broadcast_to_like(call: Call) -> Expr | None:
     """``broadcast_to_like(x, y) -> broadcast_to(x, shape)``."""
     out = tensor_type(call)
     return K.broadcast_to(call.args[0], out.shape) if out is not None else None
+
+
+def _collapse_sum_like(call: Call) -> Expr | None:
+    """``collapse_sum_like(x, y) -> collapse_sum_to(x, shape)``."""
+    out = tensor_type(call)
+    return K.collapse_sum_to(call.args[0], out.shape) if out is not None else None
 
 
 def _cast_like(call: Call) -> Expr | None:
@@ -238,16 +253,98 @@ def _permutation(call: Call) -> tuple[int, ...] | None:
     return tuple(int(a) % ndim for a in axes)
 
 
-def _transpose_chain(call: Call) -> Expr | None:
-    """``transpose(transpose(x, p), q) -> transpose(x, p[q])``."""
+def _layout_axes(layout: str) -> list[str]:
+    """The axis names of a layout string: primal letters, block axes in lower case."""
+    return [letter if block == 0 else letter.lower() for letter, block in K.parse_layout(layout)]
+
+
+def _axis_order(call: Call, ndim: int) -> list[int] | None:
+    """TVM's ``GetTransposeAxisOrder``: the input axis of each output axis of a transpose or a
+    same-rank layout_transform."""
+    if is_op(call, "transpose"):
+        perm = _permutation(call)
+        return list(perm) if perm is not None and len(perm) == ndim else None
+    attrs = call_attrs(call)
+    src, dst = _layout_axes(attrs.src_layout), _layout_axes(attrs.dst_layout)
+    if len(dst) < ndim or any(a not in src for a in dst[:ndim]):
+        return None
+    return [src.index(dst[i]) for i in range(ndim)]
+
+
+def _permute_layout(layout: str, order: list[int]) -> str | None:
+    if len(layout) != len(order):
+        return None
+    return "".join(layout[i] for i in order)
+
+
+def _rank_changing(call: Call) -> bool:
+    if not is_op(call, "layout_transform"):
+        return False
+    attrs = call_attrs(call)
+    return len(attrs.src_layout) != len(attrs.dst_layout)
+
+
+def _fold_rank_changing(x: Expr, outer: Call, inner: Call) -> Expr | None:
+    """TVM's ``FoldRankChangingLayoutTrans`` for ``outer(inner(x))``; None when neither call is
+    a rank-changing layout_transform (or the layouts cannot be combined)."""
+    src = dst = ""
+    other: Call | None = None
+    if _rank_changing(outer):
+        src, dst, other = call_attrs(outer).src_layout, call_attrs(outer).dst_layout, inner
+    if _rank_changing(inner):
+        if other is None:
+            src, dst, other = call_attrs(inner).src_layout, call_attrs(inner).dst_layout, outer
+        else:
+            src = call_attrs(inner).src_layout
+    if other is None:
+        return None
+    n_src, n_dst = len(_layout_axes(src)), len(_layout_axes(dst))
+    if n_src < n_dst:  # a rank-increasing transform after a transpose
+        order = _axis_order(other, n_src)
+        if order is None:
+            return None
+        inverse = [0] * len(order)
+        for i, a in enumerate(order):
+            inverse[a] = i
+        new_src = _permute_layout(src, inverse)
+        return None if new_src is None else K.layout_transform(x, new_src, dst)
+    if n_src > n_dst:  # a transpose after a rank-decreasing transform
+        order = _axis_order(other, n_dst)
+        new_dst = None if order is None else _permute_layout(dst, order)
+        return None if new_dst is None else K.layout_transform(x, src, new_dst)
+    return K.layout_transform(x, src, dst) if is_op(other, "layout_transform") else None
+
+
+def _transpose_layout_chain(call: Call) -> Expr | None:
+    """TVM's ``SimplifyTranspose``: two transposes / layout_transforms in a row become one
+    transpose (or none), or one layout_transform when one of them changes the rank."""
     inner = call.args[0]
-    if not is_op(inner, "transpose"):
+    out = tensor_type(call)
+    if not is_op(inner, "transpose", "layout_transform") or out is None:
         return None
     assert isinstance(inner, Call)
-    p, q = _permutation(inner), _permutation(call)
-    if p is None or q is None:
+    x = inner.args[0]
+    folded = _fold_rank_changing(x, call, inner)
+    if folded is not None:
+        assert isinstance(folded, Call)
+        attrs = call_attrs(folded)
+        return x if attrs.src_layout == attrs.dst_layout else folded
+    if _rank_changing(call) or _rank_changing(inner):
         return None
-    return K.transpose(inner.args[0], [p[i] for i in q])
+    ndim = out.ndim
+    orders = [_axis_order(inner, ndim), _axis_order(call, ndim)]
+    axes = list(range(ndim))
+    for order in orders:
+        if order is None:
+            return None
+        axes = [axes[order[i]] for i in range(ndim)]
+    return x if axes == list(range(ndim)) else K.transpose(x, axes)
+
+
+def _noop_layout_transform(call: Call) -> Expr | None:
+    """``layout_transform(x, L, L) -> x``."""
+    attrs = call_attrs(call)
+    return call.args[0] if attrs.src_layout == attrs.dst_layout else None
 
 
 def _noop_transpose(call: Call) -> Expr | None:
@@ -308,6 +405,106 @@ def _dtype_range(dtype: str) -> tuple[float, float]:
         return -np.inf, np.inf
     info = np.iinfo(np_type)
     return float(info.min), float(info.max)
+
+
+def _clip_casts(call: Call) -> Expr | None:
+    """TVM's ``SimplifyClipAndConsecutiveCast``: in ``cast(...cast(clip(x, lo, hi))...)`` the
+    casts to dtypes holding all of ``[lo, hi]`` go; a final cast keeps the result's dtype."""
+    casts: list[Call] = []
+    node: Expr = call
+    while is_op(node, "cast"):
+        assert isinstance(node, Call)
+        casts.append(node)
+        node = node.args[0]
+    out = tensor_type(call)
+    if not is_op(node, "clip") or out is None:
+        return None
+    assert isinstance(node, Call)
+    lo, hi = call_attrs(node).a_min, call_attrs(node).a_max
+    chain = [str(call_attrs(c).dtype) for c in reversed(casts)]  # innermost first
+    dtypes = [d for d in chain if not (_dtype_range(d)[0] <= lo and hi <= _dtype_range(d)[1])]
+    clipped = tensor_type(node)
+    last = dtypes[-1] if dtypes else clipped.dtype if clipped is not None else None
+    if last != out.dtype:
+        dtypes.append(out.dtype)
+    if dtypes == chain:
+        return None
+    res: Expr = node
+    for dtype in dtypes:
+        res = K.cast(res, dtype)
+    return res
+
+
+def _dequantized_arg(call: Call) -> Expr | None:
+    """TVM's ``SimplifyDQArgFunc``: ``argmax(dequantize(x, s, z)) -> argmax(x)`` (also argmin,
+    argsort): dequantizing preserves the order for a positive constant scale."""
+    dq = call.args[0]
+    if not is_op(dq, "qnn.dequantize"):
+        return None
+    assert isinstance(dq, Call)
+    scale = const_array(dq.args[1])
+    if scale is None or scale.size == 0 or not bool(np.all(scale > 0)):
+        return None
+    return Call(call.op, [dq.args[0]], call.attrs, source_names=call.source_names)
+
+
+def _binomial_pattern() -> tuple[DFPattern, ...]:
+    x, y = wildcard(), wildcard()
+    a, b, c = is_constant(), is_constant(), is_constant()
+
+    def mul(p: DFPattern, q: DFPattern) -> DFPattern:
+        return op_pattern("multiply")(p, q)
+
+    def add(p: DFPattern, q: DFPattern) -> DFPattern:
+        return op_pattern("add")(p, q)
+
+    x_sq = mul(a, mul(x, x)) | mul(x, mul(a, x)) | mul(x, x)
+    xy = mul(b, mul(x, y)) | mul(x, mul(b, y)) | mul(y, mul(b, x)) | mul(x, y)
+    y_sq = mul(c, mul(y, y)) | mul(y, mul(c, y)) | mul(y, y)
+    root = add(add(xy, x_sq), y_sq) | add(add(xy, y_sq), x_sq) | add(add(x_sq, y_sq), xy)
+    return root, x, y, a, b, c
+
+
+_BINOMIAL = _binomial_pattern()
+
+
+def _binomial(call: Call) -> Expr | None:
+    """TVM's ``SimplifyBinomial``: ``a*x*x + b*x*y + c*y*y -> a * ((x + p*y) * (x + q*y))`` with
+    ``p, q = (b +- sqrt(b*b - 4ac)) / 2a`` (any order of the terms and factors; ``a``, ``b``, ``c``
+    scalar constants, 1 when absent), when the discriminant is not negative (and, for integer
+    tensors, the roots are integers)."""
+    out = tensor_type(call)
+    if out is None or out.dtype not in ("int32", "int64", "float32", "float64"):
+        return None
+    root, x_pat, y_pat, *coefs = _BINOMIAL
+    found = match_nodes(root, call)
+    if found is None:
+        return None
+    x, y = found[x_pat][0], found[y_pat][0]
+    vals = []
+    for pat in coefs:
+        value = const_array(found[pat][0]) if pat in found else np.ones(1)
+        if value is None or value.size != 1:
+            return None
+        vals.append(float(value.reshape(-1)[0]))
+    a, b, c = vals
+    if c == 1 and a > 1:
+        x, y, a, c = y, x, c, a
+    disc = b * b - 4 * a * c
+    if disc < 0:
+        return None
+    root_d = float(np.sqrt(disc))
+    dtype = np_dtype(out.dtype)
+    p, q = (b + root_d) / (2 * a), (b - root_d) / (2 * a)
+    if dtype.kind == "i" and not all(float(v).is_integer() for v in (a, p, q)):
+        return None  # integer roots only: the factors must be exact in the dtype
+
+    def scalar(v: float) -> Constant:
+        return Constant(np.array(v).astype(dtype))
+
+    first = K.add(x, K.multiply(y, scalar(p)))
+    second = first if disc < 1e-4 else K.add(x, K.multiply(y, scalar(q)))
+    return K.multiply(scalar(a), K.multiply(first, second))
 
 
 def _redundant_clip(call: Call) -> Expr | None:
@@ -403,8 +600,11 @@ def _div_const(call: Call) -> Expr | None:
     """``x / c -> x * (1 / c)`` for a float constant ``c`` whose reciprocals are normal numbers.
 
     The reciprocal is computed in float64 and rounded once to the dtype (see the module docstring
-    for the difference this makes).
+    for the difference this makes). Only when compiling for a target (``relay.build`` enters its
+    target): on its own, SimplifyExpr keeps divisions exact, as TVM's does.
     """
+    if Target.current() is None:
+        return None
     x, den = call.args
     value = const_array(den)
     if value is None or isinstance(x, Constant) or value.dtype.kind != "f" or value.size == 0:
@@ -554,6 +754,7 @@ pm_simplify_expr = [
     Rule("full_like", "full_like", _full_like),  # full_like(x, v) -> full(v, shape)
     Rule("reshape_like", "reshape_like", _reshape_like),  # reshape_like(x, y) -> reshape(x, shape)
     Rule("broadcast_to_like", "broadcast_to_like", _broadcast_to_like),  # -> broadcast_to(x, shape)
+    Rule("collapse_sum_like", "collapse_sum_like", _collapse_sum_like),  # -> collapse_sum_to(x, shape)
     Rule("cast_like", "cast_like", _cast_like),  # cast_like(x, y) -> cast(x, dtype)
     Rule("add_self", "add", _add_self),  # x + x -> x * 2
     Rule("div_sqrt", "divide", _div_sqrt),  # a / sqrt(x) -> a * rsqrt(x)
@@ -562,17 +763,24 @@ pm_simplify_expr = [
     Rule("mul_one", "multiply", _mul_one),  # x * 1 -> x
     Rule("div_one", "divide", _div_one),  # x / 1 -> x
     Rule("reshape_chain", "reshape", _reshape_chain),  # reshape(reshape(x)) -> reshape(x)
+    Rule("reverse_reshape_chain", "contrib_reverse_reshape", _reshape_chain),  # same, -> reshape
     *[Rule(f"noop_{name}", name, _noop_reshape)  # reshape(x) to its own shape -> x
       for name in sorted(RESHAPE_OPS)],
-    Rule("transpose_chain", "transpose", _transpose_chain),  # transpose(transpose(x)) -> transpose(x)
+    Rule("transpose_chain", "transpose", _transpose_layout_chain),  # t(t(x)) -> t(x) or x
+    Rule("layout_chain", "layout_transform", _transpose_layout_chain),  # same with layout_transform
+    Rule("noop_layout_transform", "layout_transform", _noop_layout_transform),  # lt(x, L, L) -> x
     Rule("noop_transpose", "transpose", _noop_transpose),  # transpose(x, identity) -> x
     Rule("same_cast", "cast", _same_cast),  # cast(x: t, t) -> x
+    Rule("clip_casts", "cast", _clip_casts),  # cast(cast(clip(x))) -> clip(x) when in range
     Rule("cast_chain", "cast", _cast_chain),  # cast(cast(x, wider), t) -> cast(x, t)
     Rule("full_elementwise", Call, _full_elementwise),  # op(x, full(v)) -> op(x, v)
     Rule("switch_add_mul", "multiply", _switch_add_mul),  # (x + c1) * c2 -> x * c2 + c1 * c2
     _make_regroup("multiply"),  # x * c1 * c2 -> x * (c1 * c2)
     _make_regroup("add"),  # x + c1 + c2 -> x + (c1 + c2)
+    *[Rule(f"dequantized_{name}", name, _dequantized_arg)  # argmax(dequantize(x)) -> argmax(x)
+      for name in ("argmax", "argmin", "argsort")],
     Rule("redundant_clip", "clip", _redundant_clip),  # clip(x: uint8, 0, 255) -> x
+    Rule("binomial", "add", _binomial),  # a*x*x + b*x*y + c*y*y -> a * (x + p*y) * (x + q*y)
     Rule("power_square", "power", _power_square),  # power(x, 2) -> x * x
     Rule("power_root", "power", _power_root),  # power(x, +-0.5) -> sqrt(x) / rsqrt(x)
     Rule("power_one", "power", _power_one),  # power(x, 1) -> x

@@ -260,9 +260,12 @@ def test_if_with_bound_condition_is_inlined(sr):
     assert names <= {"branch/then_branch/Mul_0", "branch/else_branch/Neg_0"}
 
 
-def test_if_on_graph_input_is_unsupported():
-    with pytest.raises(InputDependentError, match="'branch'.*'sr'") as err:
-        from_onnx(_if_model())
+def test_if_on_graph_input_with_differently_typed_branches_is_unsupported():
+    model = _if_model()
+    else_g = next(a.g for a in model.graph.node[1].attribute if a.name == "else_branch")
+    else_g.node[0].CopyFrom(node("Concat", ["x", "x"], ["e"], axis=0))  # (6,): not the then type
+    with pytest.raises(InputDependentError, match="'branch'.*'sr'.*different types") as err:
+        from_onnx(model)
     assert isinstance(err.value, UnsupportedOpError) and err.value.inputs == ["sr"]
 
 

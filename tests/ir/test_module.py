@@ -40,3 +40,11 @@ def test_globalvar_equality_by_name():
     assert relay.GlobalVar("g0") == relay.GlobalVar("g0")
     assert {relay.GlobalVar("g0"): 1}[relay.GlobalVar("g0")] == 1
     assert repr(relay.GlobalVar("g0")) == 'I.GlobalVar("g0")'
+
+
+def test_with_attr_returns_a_copy_with_the_attribute():
+    x = relay.var("x", shape=(2,))
+    mod = tvm.IRModule.from_expr(relay.Function([x], x))
+    out = mod.with_attr("executor", "aot")
+    assert out.get_attr("executor") == "aot" and mod.get_attr("executor") is None
+    assert out["main"] is mod["main"]

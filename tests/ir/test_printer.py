@@ -89,9 +89,14 @@ def test_scalar_constants_and_attrs_print_like_tvm():
 def test_nonscalar_constant_prints_as_meta():
     x = relay.var("x", shape=(3,))
     body = x + relay.const(np.arange(3, dtype="float32"))
-    text = tvm.IRModule.from_expr(body).astext()
+    mod = tvm.IRModule.from_expr(body)
+    text = str(mod)  # TVM: str() omits the metadata section, astext() appends it
     assert "add(%x, meta[relay.Constant][0])" in text
     assert "metadata section has been omitted" in text
+    full = mod.astext()
+    assert "add(%x, meta[relay.Constant][0])" in full
+    assert "#[metadata]" in full and '"type_key": "relay.Constant"' in full
+    assert "omitted" not in full
 
 
 def test_duplicate_parameter_names_are_made_unique_across_the_module():
@@ -133,3 +138,22 @@ def test_scalar_types_print_bare_dtype():
     mod = relay.transform.InferType()(tvm.IRModule.from_expr(x + relay.const(1, "int64")))
     assert "%x: int64" in mod.astext()
     assert "1i64" in mod.astext()
+
+
+def test_spans_and_annotations_print_as_tvm() -> None:
+    x = relay.var("x", shape=(2,))
+    call = relay.Call(relay.op.get("exp"), [x], span=relay.Span(relay.SourceName("Exp0"), 4, 4, 2, 9))
+    assert str(call).endswith("exp(%x) /* span=Exp0:4:2 */")
+    mod = relay.transform.InferType()(tvm.IRModule.from_expr(call))
+    assert "exp(%x) /* ty=Tensor[(2), float32] span=Exp0:4:2 */" in str(mod)
+    text = mod.astext(annotate=lambda e: "@" if isinstance(e, relay.Call) else "")
+    assert "exp(%x)@" in text and "ty=" not in text
+
+
+def test_shared_scope_roots_and_let_values_are_bound_not_inlined() -> None:
+    x = relay.var("x", shape=(2,))
+    y = relay.exp(x)
+    fn = relay.Function([x], relay.Let(relay.var("v"), y, relay.Tuple([y, y])))
+    # exp is used by the let and the tuple: bound once, before the let (TVM's IsUnique)
+    assert str(fn).endswith("{\n  %0 = exp(%x);\n  let %v = %0;\n  (%0, %0)\n}")
+    assert "let %v = exp(%x);" in str(relay.Function([x], relay.Let(relay.var("v"), y, x)))

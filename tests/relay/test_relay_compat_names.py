@@ -93,8 +93,8 @@ def test_op_registry_module_and_backend_names() -> None:
     from kiln.relay.op import op as reg
 
     assert reg.get("nn.relu").name == "nn.relu"
-    with pytest.raises(KilnError, match="register_infer_correct_layout"):
-        reg.register_infer_correct_layout("nn.relu", level=11)
+    with pytest.raises(KilnError, match="register_strategy"):  # no counterpart in Kiln
+        reg.register_strategy("nn.relu", None, level=11)
     from kiln.relay.backend import Executor, te_compiler
     from kiln.relay.backend.runtime import Runtime
 
@@ -129,3 +129,13 @@ def test_inception_v3_workload_matches_tvms_structure() -> None:
             "fc2_bias"} <= set(params)
     assert params["fc1_weight"].shape == (10, 2048)
     assert len(_calls(main, "concatenate")) == 11
+
+
+def test_symbolic_dimensions_say_kiln_has_static_shapes() -> None:
+    from kiln import te
+    from kiln.errors import SymbolicShapeError
+
+    with pytest.raises(SymbolicShapeError, match=r"relay\.Any\(\).*static shapes"):
+        relay.Any()
+    with pytest.raises(SymbolicShapeError, match=r"te\.size_var\('n'\).*static shapes"):
+        te.size_var("n")

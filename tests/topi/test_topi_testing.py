@@ -220,3 +220,40 @@ def test_topi_is_lazy_and_resolves_as_an_attribute():
         "assert callable(kiln.topi.testing.conv2d_nchw_python); assert 'topi' in dir(kiln)"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_depth_to_space_and_back_match_onnxruntime(mode: str) -> None:
+    x = _rand(2, 8, 3, 5)
+    np.testing.assert_array_equal(tt.depth_to_space_python(x, 2, mode),
+                                  _ort("DepthToSpace", [x], 4, blocksize=2, mode=mode))
+    y = _rand(1, 3, 4, 6)
+    np.testing.assert_array_equal(tt.space_to_depth_python(y, 2), _ort("SpaceToDepth", [y], 4, blocksize=2))
+    np.testing.assert_array_equal(tt.depth_to_space_python(tt.space_to_depth_python(y, 2), 2), y)
+
+
+def test_indexing_references_match_explicit_loops() -> None:
+    data = _rand(3, 4)
+    idx = RNG.integers(0, 4, size=(3, 2))
+    gathered = tt.gather_python(data, 1, idx)
+    assert all(gathered[i, j] == data[i, idx[i, j]] for i in range(3) for j in range(2))
+    nd_idx = np.array([[0, 2, 1], [3, 0, 3]])
+    assert tt.gather_nd_python(data, nd_idx).tolist() == [data[0, 3], data[2, 0], data[1, 3]]
+    hot = tt.one_hot(np.array([[1, 0], [2, 3]]), 5.0, -1.0, 3, 1, "float32")
+    assert hot.shape == (2, 3, 2) and hot.dtype == np.float32
+    assert hot[:, :, 0].tolist() == [[-1, 5, -1], [-1, -1, 5]]
+    assert hot[1, :, 1].tolist() == [-1, -1, -1]  # index 3 is out of the depth: all off
+    np.testing.assert_array_equal(tt.slice_axis_python(data, 1, 1, -1), data[:, 1:3])
+
+
+def test_batch_matmul_and_sequence_mask() -> None:
+    x, y = _rand(2, 3, 4), _rand(1, 5, 4)
+    out = tt.batch_matmul(x, y)  # y transposed, its batch of 1 broadcast
+    np.testing.assert_allclose(out[1], x[1] @ y[0].T, rtol=1e-5)
+    np.testing.assert_allclose(tt.batch_matmul(x, x, trans_x=True, trans_y=False)[0], x[0].T @ x[0],
+                               rtol=1e-5)
+    data = _rand(4, 2, 3)  # (max_length, batch, ...)
+    masked = tt.sequence_mask(data, np.array([1, 3]), -9.0, 0)
+    np.testing.assert_array_equal(masked[:1, 0], data[:1, 0])
+    assert (masked[1:, 0] == -9.0).all() and (masked[3:, 1] == -9.0).all()
+    np.testing.assert_array_equal(masked[:3, 1], data[:3, 1])

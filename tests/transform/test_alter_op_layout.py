@@ -344,9 +344,19 @@ def test_layout_agnostic_consumers_stay_blocked(case, rng):
     assert transform_pairs(after) == sorted(EDGES + extra)
 
 
+def test_mean_over_the_split_channel_axis_reduces_its_block_too(rng):
+    """TVM's rule: the reduction runs on the blocked value over axes 1 and 4; with keepdims its
+    result is held as NCHW1c, converted back once."""
+    x, y = blocked_chain(rng)
+    before = module(relay.mean(y, axis=1, keepdims=True), [x])
+    after = alter(before, TARGETS[8])
+    check_equivalent(before, after, rng)
+    assert transform_pairs(after) == [("NCHW", "NCHW8c"), ("NCHW1c", "NCHW")]
+    assert [tuple(c.attrs.axis) for c in calls(after["main"], "mean")] == [(1, 4)]
+
+
 CONVERTED = {  # consumers needing NCHW: the conversion sits right in front of them
     "softmax-channels": lambda y: relay.nn.softmax(y, axis=1),
-    "mean-channels": lambda y: relay.mean(y, axis=1, keepdims=True),
     "transpose": lambda y: relay.transpose(y, (0, 2, 3, 1)),
     "reshape": lambda y: relay.reshape(y, (1, 16, 64)),
     "pad-channels": lambda y: relay.nn.pad(y, ((0, 0), (1, 1), (0, 0), (0, 0))),

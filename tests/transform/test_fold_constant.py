@@ -123,3 +123,33 @@ def test_folding_random_elementwise_graphs_keeps_values(expr, seed):
             assert not all(isinstance(a, Constant) for a in node.args), "a constant call survived"
     xv = np.random.default_rng(seed).uniform(-2, 2, (2, 3)).astype("float32")
     assert_same_values(before, after, {"x": xv}, rtol=1e-5, atol=1e-6)
+
+
+def test_let_bound_constants_are_inlined_and_folded():
+    # TVM's test_fold_let: the lets of constants go, their uses fold
+    x = relay.var("x", relay.TensorType([1], "float32"))
+    c = np.array(1, "float32")
+    sb = relay.ScopeBuilder()
+    t1 = sb.let("t1", relay.const(c))
+    t2 = sb.let("t2", relay.add(t1, t1))
+    t3 = sb.let("t3", relay.add(t2, x))
+    sb.ret(t3)
+    before = module(sb.get(), [x])
+    after = apply(FoldConstant(), before)
+    sb = relay.ScopeBuilder()
+    t3 = sb.let("t3", relay.add(relay.const(c + c), x))
+    sb.ret(t3)
+    assert_structural_equal(after, module(sb.get(), [x]))
+    assert_same_values(before, after, {"x": np.array([0.5], "float32")})
+
+
+def test_qnn_calls_fold_only_with_fold_qnn():
+    # TVM's test_fold_quantize
+    t = relay.TensorType([1, 2, 3], "int8")
+    x = relay.var("x", t)
+    q = relay.qnn.op.quantize(relay.const(np.array([1.0, 2.0, 3.0], "float32")),
+                              output_scale=relay.const(0.5), output_zero_point=relay.const(0))
+    before = module(relay.subtract(x, q), [x])
+    assert_structural_equal(apply(FoldConstant(), before), before)
+    folded = apply(FoldConstant(fold_qnn=True), before)
+    assert_structural_equal(folded, module(relay.subtract(x, relay.const(np.array([2, 4, 6], "int8"))), [x]))

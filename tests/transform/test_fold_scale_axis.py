@@ -226,3 +226,33 @@ def test_forward_folded_multiply_names_move_to_the_conv(rng):
     conv = Call(Op.get("nn.conv2d"), [mul, w], relay.nn.conv2d(x, w).attrs, source_names=("Conv_1",))
     after = apply(FoldScaleAxis(), module(conv, [x]))
     assert after["main"].body.source_names == ("Mul_0", "Conv_1")
+
+
+# --- blocked layouts (NCHW{c}c data, OIHW{i}i{o}o kernels), as TVM folds them ---------------------
+
+def test_forward_and_backward_fold_through_blocked_layouts(rng):
+    x = relay.var("x", shape=(1, 2, 5, 5, 2))  # NCHW2c, 4 channels
+    w = rng.normal(size=(2, 2, 3, 3, 2, 4)).astype("float32")  # OIHW2i4o: 8 out, 4 in
+    s_in = rng.uniform(0.5, 2.0, (1, 2, 1, 1, 2)).astype("float32")
+    s_out = rng.uniform(0.5, 2.0, (1, 2, 1, 1, 4)).astype("float32")
+    conv_kw = dict(channels=8, kernel_size=(3, 3), padding=(1, 1), data_layout="NCHW2c",
+                   kernel_layout="OIHW2i4o", out_layout="NCHW4c")
+    body = relay.nn.conv2d(relay.nn.relu(relay.multiply(x, const(s_in))), const(w), **conv_kw)
+    before = module(relay.multiply(body, const(s_out)), [x])
+    after = apply(FoldScaleAxis(), before)
+    assert ops(after) == ["nn.relu", "nn.conv2d"]  # both scales are in the weight now
+    # the input scale along (I, i) = axes 1, 4; the output scale along (O, o) = axes 0, 5
+    folded = w * s_in.reshape(1, 2, 1, 1, 2, 1) * s_out.reshape(2, 1, 1, 1, 1, 4)
+    expected = relay.nn.conv2d(relay.nn.relu(x), const(folded), **conv_kw)
+    np.testing.assert_allclose(after["main"].body.args[1].data.numpy(), folded, rtol=1e-6)
+    assert ops(module(expected, [x])) == ops(after)
+    assert_same_values(before, after, {"x": rng.normal(size=(1, 2, 5, 5, 2)).astype("float32")})
+
+
+def test_blocked_data_with_a_plain_kernel_is_left_alone(rng):
+    x = relay.var("x", shape=(1, 2, 5, 5, 2))
+    w = const(rng.normal(size=(4, 4, 3, 3)).astype("float32"))
+    body = relay.nn.conv2d(relay.multiply(x, const(np.full((1, 2, 1, 1, 2), 2.0))), w, channels=4,
+                           kernel_size=(3, 3), data_layout="NCHW2c", kernel_layout="OIHW")
+    before = module(body, [x])
+    assert "multiply" in ops(apply(ForwardFoldScaleAxis(), before))

@@ -519,3 +519,43 @@ def test_exported_encoder_epilogues_fuse_into_their_products(rng):
     assert bmm == ["nn.batch_matmul", "multiply", "add"]
     assert ["nn.softmax"] in found
     assert_same_values(before, after, random_inputs(before, rng), rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("link_params", [False, True])
+def test_link_params_keeps_constants_inside_groups(link_params):
+    # TVM's test_fuse_take: constants become parameters unless relay.FuseOps.link_params
+    x = relay.var("x", shape=(10, 1))
+    c = relay.const(np.array([0], "int64"))
+    before = module(relay.take(relay.concatenate([x, x], axis=-1), c), [x])
+    after = apply(FuseOps(), before, opt_level=2, **{"relay.FuseOps.link_params": link_params})
+    p0 = relay.var("p0", shape=(10, 1))
+    p1 = relay.var("p1", shape=(1,), dtype="int64")
+    body = relay.take(relay.concatenate([p0, p0], axis=-1), c if link_params else p1)
+    fn = fused([p0] if link_params else [p0, p1], body)
+    x2 = relay.var("x", shape=(10, 1))
+    expected = module(relay.Call(fn, [x2] if link_params else [x2, c]), [x2])
+    assert_structural_equal(after, expected)
+    assert_same_values(before, after, {"x": np.arange(10, dtype="float32").reshape(10, 1)})
+
+
+def test_call_of_a_computed_function_keeps_its_callee():
+    # TVM's test_fuse_myia_regression: the callee is an `if` choosing between two functions
+    def build(fuse: bool):
+        x = relay.var("x", shape=(), dtype="int64")
+        y = relay.var("y", shape=(), dtype="int64")
+        if fuse:
+            p1 = relay.var("p1", shape=(), dtype="int64")
+            p2 = relay.var("p2", shape=(), dtype="int64")
+            cond = relay.Call(fused([p1, p2], relay.greater(p1, p2)), [x, y])
+        else:
+            cond = relay.greater(x, y)
+        sb = relay.ScopeBuilder()
+        with sb.if_scope(cond):
+            sb.ret(relay.Function([], x))
+        with sb.else_scope():
+            sb.ret(relay.Function([], y))
+        return module(relay.Call(sb.get(), []), [x, y])
+
+    before = build(False)
+    assert isinstance(before["main"].body.op, relay.If)
+    assert_structural_equal(apply(FuseOps(), before), build(True))

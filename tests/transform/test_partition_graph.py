@@ -287,3 +287,30 @@ def test_partitioning_random_graphs_keeps_their_meaning(case):
 
 def _calls(fn: relay.Function) -> list[Call]:
     return [n for n in post_order(fn.body) if isinstance(n, Call) and isinstance(n.op, Op)]
+
+
+def test_registered_external_optimize_runs_on_each_partition():
+    # TVM's test_extern_opt: relay.ext.<compiler>.optimize folds the bound constants
+    from kiln.runtime.func_registry import remove_func
+    from kiln.transform import FoldConstant, InferType, PartitionGraph, bind_params_by_name
+
+    seen = []
+
+    def optimize(mod):
+        seen.append(mod)
+        return FoldConstant()(mod)
+
+    tvm.register_func("relay.ext.kiln_test_opt.optimize", optimize)
+    try:
+        x, y0, y1 = (relay.var(n, shape=(2, 2)) for n in ("x", "y0", "y1"))
+        end = ce(relay.add(cb(y0, "kiln_test_opt"), cb(y1, "kiln_test_opt")), "kiln_test_opt")
+        c = np.ones((2, 2), "float32")
+        f = bind_params_by_name(relay.Function([x, y0, y1], end * x), {"y0": c, "y1": c})
+        mod = PartitionGraph()(InferType()(tvm.IRModule.from_expr(f)))
+    finally:
+        remove_func("relay.ext.kiln_test_opt.optimize")
+    fn = mod["tvmgen_default_kiln_test_opt_main_0"]
+    assert len(seen) == 1 and isinstance(fn.body, relay.Constant)
+    np.testing.assert_array_equal(fn.body.value, np.full((2, 2), 2.0, "float32"))
+    assert fn.attrs["Compiler"] == "kiln_test_opt"
+    assert tvm.get_global_func("relay.ext.kiln_test_opt.optimize", allow_missing=True) is None

@@ -10,7 +10,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from kiln.relay.frontend import common
+
 __all__ = [
+    "common",
     "from_coreml",
     "from_darknet",
     "from_keras",
@@ -27,10 +30,13 @@ def _importer(module: str, name: str) -> Any:
 
 
 def from_onnx(model: Any, shape: Any = None, dtype: Any = "float32", opset: Any = None,
-              freeze_params: bool = True, **kwargs: Any) -> Any:
+              freeze_params: bool = True, convert_config: Any = None,
+              export_node_renamed_model_path: Any = None, **kwargs: Any) -> Any:
     """Import an ONNX model; see :func:`kiln.frontend.onnx.from_onnx`."""
     return _importer("onnx", "from_onnx")(model, shape=shape, dtype=dtype, opset=opset,
-                                         freeze_params=freeze_params, **kwargs)
+                                         freeze_params=freeze_params, convert_config=convert_config,
+                                         export_node_renamed_model_path=export_node_renamed_model_path,
+                                         **kwargs)
 
 
 def from_tensorflow(graph: Any, layout: str = "NHWC", shape: Any = None, outputs: Any = None,

@@ -4,7 +4,7 @@ from kiln.ir.expr import Op
 from kiln.op import *
 from kiln.op.registry import OpPattern, get_op_def
 from kiln.relay import image, nn, vision
-from kiln.relay.op import annotation, contrib, op
+from kiln.relay.op import _make, annotation, contrib, op
 from kiln.relay.op.op import (
     register_alter_op_layout,
     register_compute,

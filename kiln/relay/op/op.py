@@ -1,9 +1,11 @@
 """``relay.op.op``: TVM's operator-registry module (``from tvm.relay.op import op as reg``).
 
 Kiln's operators are registered in Python (:mod:`kiln.op.registry`): ``get``, ``OpPattern`` and
-``register_op_attr`` (external targets) work as TVM's. TVM's hooks that plug C++-side callbacks
-into an operator (compute, strategy, layout inference, ...) have no counterpart: calling one raises
-a :class:`~kiln.errors.KilnError` naming the hook, so a script imports and only the use fails.
+``register_op_attr`` (external targets) work as TVM's, and so do the layout hooks the layout passes
+call (``register_alter_op_layout``, ``register_convert_op_layout``,
+``register_infer_correct_layout``). TVM's other hooks that plug C++-side callbacks into an operator
+(compute, strategy, ...) have no counterpart: calling one raises a :class:`~kiln.errors.KilnError`
+naming the hook, so a script imports and only the use fails.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 from kiln.errors import KilnError
 from kiln.ir.expr import Op
+from kiln.ir.op_table import set_op_attr
 from kiln.op.registry import OpPattern
 from kiln.relay.op.contrib.register import register_op_attr
 
@@ -50,7 +53,27 @@ register = _unsupported("register")
 register_pattern = _unsupported("register_pattern")
 register_compute = _unsupported("register_compute")
 register_strategy = _unsupported("register_strategy")
-register_alter_op_layout = _unsupported("register_alter_op_layout")
-register_convert_op_layout = _unsupported("register_convert_op_layout")
-register_infer_correct_layout = _unsupported("register_infer_correct_layout")
+
+
+def _hook_registrar(attr_key: str, what: str) -> Callable[..., Any]:
+    """A TVM ``register_<what>(op_name, fn=None, level=10)``: sets the operator's ``attr_key``
+    (:func:`kiln.ir.op_table.set_op_attr`), which the layout passes call; a decorator when ``fn``
+    is omitted."""
+
+    def register_hook(op_name: str, fn: Callable[..., Any] | None = None, level: int = 10) -> Any:
+        def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+            set_op_attr(op_name, attr_key, f)
+            return f
+
+        return decorate(fn) if fn is not None else decorate
+
+    register_hook.__name__ = register_hook.__qualname__ = f"register_{what}"
+    register_hook.__doc__ = (f"TVM's ``register_{what}(op_name, fn=None, level=10)``: sets the "
+                             f"operator's ``{attr_key}`` hook (a decorator without ``fn``).")
+    return register_hook
+
+
+register_alter_op_layout = _hook_registrar("FTVMAlterOpLayout", "alter_op_layout")
+register_convert_op_layout = _hook_registrar("FTVMConvertOpLayout", "convert_op_layout")
+register_infer_correct_layout = _hook_registrar("FInferCorrectLayout", "infer_correct_layout")
 register_legalize = _unsupported("register_legalize")

@@ -10,13 +10,28 @@ from __future__ import annotations
 from kiln.errors import KilnError
 from kiln.ir.expr import Expr, Function
 from kiln.ir.module import IRModule
-from kiln.relay.testing import byoc, inception_v3, init, layers, mobilenet, resnet
+from kiln.relay.testing import (
+    byoc,
+    dcgan,
+    densenet,
+    dqn,
+    inception_v3,
+    init,
+    layers,
+    lstm,
+    mlp,
+    mobilenet,
+    resnet,
+    squeezenet,
+    temp_op_attr,
+)
 from kiln.relay.testing.init import create_workload
 from kiln.transform.infer_type import infer_type
 from kiln.transform.pass_infra import Pass
 
-__all__ = ["byoc", "create_workload", "inception_v3", "init", "layers", "mobilenet", "resnet",
-           "run_infer_type", "run_opt_pass"]
+__all__ = ["byoc", "create_workload", "dcgan", "densenet", "dqn", "inception_v3", "init", "layers",
+           "lstm", "mlp", "mobilenet", "resnet", "squeezenet",
+           "run_infer_type", "run_opt_pass", "temp_op_attr"]
 
 
 def run_opt_pass(expr: Expr, opt_pass: Pass, import_prelude: bool = False) -> Expr:

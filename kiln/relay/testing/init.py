@@ -10,6 +10,7 @@ stream TVM draws from after ``np.random.seed(seed)``: the same network gets the 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 
 import numpy as np
 
@@ -117,16 +118,17 @@ class Constant(Initializer):
         arr[...] = 1.0 / arr.size
 
 
-def create_workload(net: Expr, initializer: Initializer | None = None,
+def create_workload(net: Expr,
+                    initializer: Initializer | Callable[[str, np.ndarray], None] | None = None,
                     seed: int = 0) -> tuple[IRModule, dict[str, NDArray]]:
     """Wrap a network in a module and initialize every parameter except ``data``.
 
     Parameters
     ----------
-    net : Function
-        The network (a function of its free variables).
-    initializer : Initializer, optional
-        Default: :class:`Xavier`.
+    net : Expr
+        The network: a function, or an expression (a function of its free variables).
+    initializer : Initializer or callable, optional
+        Default: :class:`Xavier`; a plain ``f(name, array)`` fills ``array`` in place.
     seed : int
         Seed of the random stream.
 
@@ -141,11 +143,12 @@ def create_workload(net: Expr, initializer: Initializer | None = None,
     --------
     >>> mod, params = create_workload(net)
     """
-    if not isinstance(net, Function):
-        raise KilnTypeError(f"create_workload takes a relay.Function, got {type(net).__name__}")
-    mod = infer_type(IRModule.from_expr(net))
+    if not isinstance(net, Expr):
+        raise KilnTypeError(f"create_workload takes a relay expression, got {type(net).__name__}")
+    mod = infer_type(IRModule.from_expr(net))  # an expression: a function of its free variables
     initializer = initializer if initializer is not None else Xavier()
-    initializer.reseed(seed)
+    if isinstance(initializer, Initializer):  # a plain callable(name, array) works too (TVM)
+        initializer.reseed(seed)
     params: dict[str, NDArray] = {}
     for p in mod["main"].params:
         if p.name_hint == "data":

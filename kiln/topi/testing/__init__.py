@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "batch_matmul",
     "conv1d_ncw_python",
     "conv1d_transpose_ncw_python",
     "conv2d_nchw_python",
@@ -26,14 +27,21 @@ __all__ = [
     "conv3d_ndhwc_python",
     "conv3d_transpose_ncdhw_python",
     "correlation_nchw_python",
+    "depth_to_space_python",
     "dilate_python",
+    "gather_nd_python",
+    "gather_python",
     "l2_normalize_python",
     "log_softmax_python",
     "lrn_python",
+    "one_hot",
     "poolnd_python",
     "resize2d_python",
     "resize3d_python",
+    "sequence_mask",
+    "slice_axis_python",
     "softmax_python",
+    "space_to_depth_python",
 ]
 
 
@@ -477,3 +485,81 @@ def correlation_nchw_python(
                 a, b = window(p1, y1, x1), window(p2, y1 + dy, x1 + dx)
                 out[:, q] += (a * b if is_multiply else np.abs(a - b)).sum(axis=1)
     return out / float(kernel_size**2 * chans)
+
+
+# --- layout, indexing and batched products (TVM's names and defaults) ---------------------------
+
+def depth_to_space_python(data: np.ndarray, block_size: int, mode: str = "DCR") -> np.ndarray:
+    """NCHW depth-to-space: ``(N, C, H, W)`` -> ``(N, C / b^2, H * b, W * b)``.
+
+    ``mode="DCR"`` takes the block offset from the outer channel bits (depth, column, row),
+    ``"CRD"`` from the inner ones (ONNX's two modes).
+    """
+    n, c, h, w = data.shape
+    b = int(block_size)
+    nc = c // (b * b)
+    if mode == "DCR":
+        moved = data.reshape(n, b, b, nc, h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:
+        moved = data.reshape(n, nc, b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return moved.reshape(n, nc, h * b, w * b)
+
+
+def space_to_depth_python(data: np.ndarray, block_size: int) -> np.ndarray:
+    """NCHW space-to-depth: ``(N, C, H, W)`` -> ``(N, C * b^2, H / b, W / b)`` (inverse of DCR)."""
+    n, c, h, w = data.shape
+    b = int(block_size)
+    moved = data.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
+    return moved.reshape(n, c * b * b, h // b, w // b)
+
+
+def one_hot(indices: np.ndarray, on_value: Any, off_value: Any, depth: int, axis: int,
+            dtype: Any) -> np.ndarray:
+    """``on_value`` where ``indices`` selects along a new axis ``axis`` of size ``depth``."""
+    idx = np.asarray(indices)
+    axis = axis if axis >= 0 else idx.ndim + 1 + axis
+    hot = np.expand_dims(idx, axis) == np.arange(depth).reshape(
+        [depth if i == axis else 1 for i in range(idx.ndim + 1)])
+    return np.where(hot, on_value, off_value).astype(dtype)
+
+
+def gather_python(data: np.ndarray, axis: int, indices: np.ndarray) -> np.ndarray:
+    """``out[..., i, ...] = data[..., indices[..., i, ...], ...]`` along ``axis`` (ONNX GatherElements)."""
+    return np.take_along_axis(data, np.asarray(indices).astype(np.int64), axis=axis)
+
+
+def gather_nd_python(a_np: np.ndarray, indices_np: np.ndarray) -> np.ndarray:
+    """``out[y] = a[indices[0][y], ..., indices[m-1][y]]`` (the index tuples lead ``indices``)."""
+    return a_np[tuple(np.asarray(indices_np).astype(np.int64))]
+
+
+def batch_matmul(x: np.ndarray, y: np.ndarray, out_dtype: Any = None, trans_x: bool = False,
+                 trans_y: bool = True) -> np.ndarray:
+    """Batched ``x @ y`` of 3-d tensors, ``y`` transposed by default (TVM's ``nn.batch_matmul``);
+    a batch of 1 broadcasts."""
+    dtype = x.dtype if out_dtype is None else np.dtype(out_dtype)
+    xx = np.swapaxes(x, 1, 2) if trans_x else x
+    yy = np.swapaxes(y, 1, 2) if trans_y else y
+    return np.matmul(xx.astype(dtype), yy.astype(dtype)).astype(dtype)
+
+
+def slice_axis_python(data: np.ndarray, axis: int, begin: int, end: int | None = None) -> np.ndarray:
+    """``data[..., begin:end, ...]`` along ``axis`` (negative bounds count from the end)."""
+    index = [slice(None)] * data.ndim
+    index[axis] = slice(begin, end)
+    return data[tuple(index)]
+
+
+def sequence_mask(data: np.ndarray, valid_length: np.ndarray, mask_value: float,
+                  axis: int) -> np.ndarray:
+    """Replace steps at or after each sequence's length by ``mask_value``.
+
+    ``data`` is ``(max_length, batch, ...)`` for ``axis=0`` and ``(batch, max_length, ...)`` for
+    ``axis=1``; ``valid_length`` has one length per batch entry.
+    """
+    steps = [1] * data.ndim
+    steps[axis] = data.shape[axis]
+    lengths = [1] * data.ndim
+    lengths[1 - axis] = data.shape[1 - axis]
+    mask = np.arange(data.shape[axis]).reshape(steps) >= np.asarray(valid_length).reshape(lengths)
+    return data * (1 - mask) + mask_value * mask

@@ -1,4 +1,0 @@
-"""``relay.transform``: the passes and the pass infrastructure."""
-
-from kiln.transform import *
-from kiln.transform import __all__
