@@ -34,7 +34,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from kiln.errors import FrontendError
-from kiln.ir.attrs import Attrs
+from kiln.ir.attrs import Attrs, attrs_class_for
 from kiln.ir.expr import (
     Call,
     Constant,
@@ -323,20 +323,6 @@ _UNSUPPORTED = {
 }
 
 
-def _attrs_classes() -> dict[str, type[Attrs]]:
-    """Every declared attrs class by TVM type key (for calls printed with ``attrs_type_key``)."""
-    import kiln.op  # noqa: F401  (declares every attrs class)
-
-    out: dict[str, type[Attrs]] = {}
-    todo: list[type[Attrs]] = [Attrs]
-    while todo:
-        cls = todo.pop()
-        for sub in cls.__subclasses__():
-            out.setdefault(sub.type_key, sub)
-            todo.append(sub)
-    return out
-
-
 class _Parser:
     def __init__(self, text: str, source_name: str,
                  init_meta_table: Mapping[str, Any] | None = None):
@@ -597,7 +583,7 @@ class _Parser:
                     self.error(tok, "attributes of a call to a non-operator need "
                                     "`attrs_type_key=\"...\"`")
                 return None
-            cls = _attrs_classes().get(key)
+            cls = attrs_class_for(key)
             if cls is None:
                 self.error(tok, f"unknown attrs type key {key!r}")
         return self.build_attrs(cls, kwargs, tok, getattr(callee, "name", "call"))

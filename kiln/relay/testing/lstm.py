@@ -3,41 +3,25 @@
 Each step calls a cell function literal (``i2h`` and ``h2h`` dense layers, gates from a 4-way
 split, the new cell and hidden states) on that step's input ``data``, the previous states and the
 step's parameters ``i2h_<i>_weight``, ``i2h_<i>_bias``, ``h2h_<i>_weight``, ``h2h_<i>_bias``. As
-in TVM, the body is a chain of typed ``let`` bindings (what ``relay.ScopeBuilder`` builds), so the
+in TVM, the body is a chain of typed ``let`` bindings built with ``relay.ScopeBuilder``, so the
 network runs on the interpreter (``create_executor``).
 """
 
 from __future__ import annotations
 
 from kiln.ir.analysis import free_vars
-from kiln.ir.expr import Call, Expr, Function, Let, Tuple, TupleGetItem, Var
+from kiln.ir.expr import Call, Expr, Function, Tuple, TupleGetItem, Var
 from kiln.ir.module import IRModule
-from kiln.ir.types import TensorType, TupleType, Type
+from kiln.ir.types import TensorType, TupleType
 from kiln.op.elemwise import add, multiply, sigmoid, tanh
 from kiln.op.transform import split
 from kiln.op.transform_fill import zeros
+from kiln.relay.scope_builder import ScopeBuilder
 from kiln.relay.testing import layers
 from kiln.relay.testing.init import create_workload
 from kiln.runtime.ndarray import NDArray
 
 __all__ = ["get_net", "get_workload", "lstm_cell"]
-
-
-class _Lets:
-    """``let`` bindings collected in order, then nested around a body (ScopeBuilder's ``let``)."""
-
-    def __init__(self) -> None:
-        self.bindings: list[tuple[Var, Expr]] = []
-
-    def let(self, name: str, ty: Type, value: Expr) -> Var:
-        v = Var(name, ty)
-        self.bindings.append((v, value))
-        return v
-
-    def wrap(self, body: Expr) -> Expr:
-        for v, value in reversed(self.bindings):
-            body = Let(v, value, body)
-        return body
 
 
 def lstm_cell(num_hidden: int, batch_size: int = 1, dtype: str = "float32",
@@ -61,7 +45,7 @@ def lstm_cell(num_hidden: int, batch_size: int = 1, dtype: str = "float32",
     Function
         The cell.
     """
-    b = _Lets()
+    b = ScopeBuilder()
     input_type = TensorType((batch_size, num_hidden), dtype)
     weight_type = TensorType((4 * num_hidden, num_hidden), dtype)
     bias_type = TensorType((4 * num_hidden,), dtype)
@@ -74,23 +58,24 @@ def lstm_cell(num_hidden: int, batch_size: int = 1, dtype: str = "float32",
     i2h_bias = Var("i2h_bias", bias_type)
     h2h_weight = Var("h2h_weight", weight_type)
     h2h_bias = Var("h2h_bias", bias_type)
-    i2h = b.let("i2h", dense_type, layers.dense_add_bias(
+    i2h = b.let(("i2h", dense_type), layers.dense_add_bias(
         inputs, units=num_hidden * 4, weight=i2h_weight, bias=i2h_bias, name=f"{name}i2h"))
-    h2h = b.let("h2h", dense_type, layers.dense_add_bias(
+    h2h = b.let(("h2h", dense_type), layers.dense_add_bias(
         TupleGetItem(states, 0), units=num_hidden * 4, weight=h2h_weight, bias=h2h_bias,
         name=f"{name}h2h"))
-    gates = b.let("gates", dense_type, add(i2h, h2h))
-    slice_gates = b.let("slice_gates", slice_type,
+    gates = b.let(("gates", dense_type), add(i2h, h2h))
+    slice_gates = b.let(("slice_gates", slice_type),
                         split(gates, indices_or_sections=4, axis=1).astuple())
-    in_gate = b.let("in_gate", input_type, sigmoid(TupleGetItem(slice_gates, 0)))
-    forget_gate = b.let("forget_gate", input_type, sigmoid(TupleGetItem(slice_gates, 1)))
-    in_transform = b.let("in_transform", input_type, tanh(TupleGetItem(slice_gates, 2)))
-    out_gate = b.let("out_gate", input_type, sigmoid(TupleGetItem(slice_gates, 3)))
-    next_c = b.let("next_c", input_type, add(multiply(forget_gate, TupleGetItem(states, 1)),
+    in_gate = b.let(("in_gate", input_type), sigmoid(TupleGetItem(slice_gates, 0)))
+    forget_gate = b.let(("forget_gate", input_type), sigmoid(TupleGetItem(slice_gates, 1)))
+    in_transform = b.let(("in_transform", input_type), tanh(TupleGetItem(slice_gates, 2)))
+    out_gate = b.let(("out_gate", input_type), sigmoid(TupleGetItem(slice_gates, 3)))
+    next_c = b.let(("next_c", input_type), add(multiply(forget_gate, TupleGetItem(states, 1)),
                                              multiply(in_gate, in_transform)))
-    next_h = b.let("next_h", input_type, multiply(out_gate, tanh(next_c)))
-    ret = b.let("ret", ret_type, Tuple([next_h, Tuple([next_h, next_c])]))
-    return Function([inputs, states, i2h_weight, i2h_bias, h2h_weight, h2h_bias], b.wrap(ret),
+    next_h = b.let(("next_h", input_type), multiply(out_gate, tanh(next_c)))
+    ret = b.let(("ret", ret_type), Tuple([next_h, Tuple([next_h, next_c])]))
+    b.ret(ret)
+    return Function([inputs, states, i2h_weight, i2h_bias, h2h_weight, h2h_bias], b.get(),
                     ret_type)
 
 
@@ -119,19 +104,20 @@ def get_net(iterations: int, num_hidden: int, batch_size: int = 1,
     bias_type = TensorType((4 * num_hidden,), dtype)
     state_type = TupleType((input_type, input_type))
     cell_type = TupleType((input_type, state_type))
-    b = _Lets()
-    zero = b.let("zeros", input_type, zeros((batch_size, num_hidden), dtype))
-    states: Expr = b.let("init_states", state_type, Tuple([zero, zero]))
+    b = ScopeBuilder()
+    zero = b.let(("zeros", input_type), zeros((batch_size, num_hidden), dtype))
+    states: Expr = b.let(("init_states", state_type), Tuple([zero, zero]))
     out: Expr = states
     for i in range(iterations):
         inputs = Var("data", input_type)
         params = [Var(f"i2h_{i}_weight", weight_type), Var(f"i2h_{i}_bias", bias_type),
                   Var(f"h2h_{i}_weight", weight_type), Var(f"h2h_{i}_bias", bias_type)]
         cell = lstm_cell(num_hidden, batch_size, dtype, f"lstm_{i}")
-        call = b.let(f"call_{i}", cell_type, Call(cell, [inputs, states, *params]))
-        out = b.let(f"out_{i}", input_type, TupleGetItem(call, 0))
-        states = b.let(f"states_{i}", state_type, TupleGetItem(call, 1))
-    body = b.wrap(out)
+        call = b.let((f"call_{i}", cell_type), Call(cell, [inputs, states, *params]))
+        out = b.let((f"out_{i}", input_type), TupleGetItem(call, 0))
+        states = b.let((f"states_{i}", state_type), TupleGetItem(call, 1))
+    b.ret(out)
+    body = b.get()
     return Function(free_vars(body), body, input_type)
 
 
