@@ -27,7 +27,7 @@ from kiln.te.expr import PrimExpr, Var
 from kiln.te.loop_state import State
 from kiln.te.simplify import Simplifier
 from kiln.te.tensor import ComputeOp
-from kiln.te.visit import post_order
+from kiln.te.visit import post_order, substitute
 
 __all__ = ["PARALLEL_MIN_WORK", "default_schedule", "vector_lanes"]
 
@@ -165,8 +165,8 @@ def _schedule_injective(state: State, sid: int, op: ComputeOp, bodies: tuple[Pri
     inner_ext = 1
     for d in op.shape[n - clean:]:
         inner_ext *= d
-    lanes = vector_lanes(op.output_dtype(0), vector_bytes)
-    vectorized = lanes > 1 and inner_ext >= lanes
+    lanes = injective_lanes(op, bodies, clean, vector_lanes(op.output_dtype(0), vector_bytes))
+    vectorized = lanes > 1
     if vectorized:
         state.split(sid, inner_pos, [lanes])
     outer = list(range(inner_pos + (1 if vectorized else 0)))
@@ -176,6 +176,74 @@ def _schedule_injective(state: State, sid: int, op: ComputeOp, bodies: tuple[Pri
         state.parallel(sid, 0)
     if vectorized:
         state.vectorize(sid, len(state.stages[sid].iters) - 1)
+
+
+def injective_lanes(op: ComputeOp, bodies: tuple[PrimExpr, ...], clean: int, lanes: int) -> int:
+    """Vector length for the fused trailing ``clean`` axes of an injective stage (1: scalar).
+
+    The target's full width unless a narrower power of two (down to 4 lanes) makes every
+    condition the stage tests (a concatenation's source, a padding check) the same across the
+    lanes and every load contiguous or uniform, where the full width would not: then the vector
+    code needs no lane-by-lane selects or gathers (a concatenation of 8-channel blocks into
+    16-channel ones, a depth-to-space of blocked channels). The trailing extent must hold at
+    least one vector.
+    """
+    n = len(op.axis)
+    extents = [int(d) for d in op.shape[n - clean:]]
+    inner_ext = 1
+    for d in extents:
+        inner_ext *= d
+    widths = [w for w in (lanes >> k for k in range(lanes.bit_length())) if 4 <= w <= inner_ext]
+    if lanes <= 1 or not widths:
+        return lanes if 1 < lanes <= inner_ext else 1
+    suffix = [iv.var for iv in op.axis[n - clean:]]
+    conds = [c for b in bodies for c in _conditions(b) if any(_mentions(c, v) for v in suffix)]
+    loads = [ld for b in bodies for ld in post_order(b)
+             if isinstance(ld, E.TensorLoad) and any(_mentions(i, v) for i in ld.indices
+                                                     for v in suffix)]
+    ranges = {iv.var: (0, int(d) - 1) for iv, d in zip(op.axis, op.shape)}
+
+    def score(width: int) -> int:
+        o, i = Var("vec_o", "int32"), Var("vec_i", "int32")
+        simp = Simplifier({**ranges, o: (0, (inner_ext + width - 1) // width - 1), i: (0, width - 1)})
+        fused = o * width + i
+        mapping: dict[Var, PrimExpr] = {}
+        stride = inner_ext
+        for var, ext in zip(suffix, extents):
+            stride //= ext
+            mapping[var] = simp.simplify((fused // stride) % ext) if clean > 1 else fused
+        if any(_mentions(simp.simplify(substitute(c, mapping)), i) for c in conds):
+            return 0
+        return 2 if all(_steps_by_one(simp, [substitute(x, mapping) for x in ld.indices], i)
+                        for ld in loads) else 1
+
+    if lanes > inner_ext:  # the full width does not fit: narrower only where it is clean
+        return next((w for w in widths if score(w) == 2), 1)
+    full = score(lanes)
+    if full == 2:
+        return lanes
+    narrower = [(score(w), w) for w in widths[1:]]
+    best = max(narrower, default=(0, lanes))
+    return best[1] if best[0] > full else lanes
+
+
+def _conditions(e: PrimExpr) -> list[PrimExpr]:
+    return [n.condition if isinstance(n, E.Select) else n.args[0] for n in post_order(e)
+            if isinstance(n, E.Select) or (isinstance(n, E.Call) and n.name == "if_then_else")]
+
+
+def _steps_by_one(simp: Simplifier, indices: list[PrimExpr], var: Var) -> bool:
+    """Whether a load at ``indices`` reads consecutive elements as ``var`` steps (or one)."""
+    if not indices:
+        return True
+    *outer, last = (simp.simplify(x) for x in indices)
+    if any(_mentions(x, var) for x in outer):
+        return False
+    if not _mentions(last, var):
+        return True
+    lin = simp.linear(last)
+    return [c for c, atom in lin.terms.values() if atom is var] == [1] \
+        and not any(atom is not var and _mentions(atom, var) for _, atom in lin.terms.values())
 
 
 def _schedule_reduction(state: State, sid: int, op: ComputeOp, bodies: tuple[PrimExpr, ...],

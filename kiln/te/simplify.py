@@ -400,11 +400,42 @@ class Simplifier:
                     _Linear(const=rest.const)), dtype)
             quotient = quotient.plus(self.linear(reduced))
             return self.from_linear(quotient, dtype)
+        # floordiv(g*y + r, c) = floordiv(y, c/g) also when r is a sum of terms (not only a
+        # constant) known to lie in [0, g): blocked layouts index channels as
+        # `floormod(8*block + lane, 16)` with 0 <= lane < 8
+        split = self._split_small(rest, c)
+        if split is not None:
+            g, big, small = split
+            reduced = self._div_mod(kind, self.from_linear(big, dtype), const(c // g, dtype),
+                                    dtype)
+            if kind == "floormod":
+                return self.from_linear(self.linear(reduced).scaled(g).plus(small), dtype)
+            return self.from_linear(quotient.plus(self.linear(reduced)), dtype)
         part = E.Binary(kind, self.from_linear(rest, dtype), b, dtype)
         if kind == "floormod":
             return part
         quotient.add_term(self.key(part), 1, part)
         return self.from_linear(quotient, dtype)
+
+    def _split_small(self, lin: _Linear, c: int) -> tuple[int, _Linear, _Linear] | None:
+        """``(g, big, small)`` with ``lin = g*big + small``, ``g`` a divisor of ``c`` (> 1) and
+        ``0 <= small < g``: the terms whose coefficients ``g`` divides, divided by ``g``, and the
+        rest (the constant split between both). None when no divisor of ``c`` splits ``lin``
+        so, or when one side would hold no variable (the rules before it decide those)."""
+        for g in sorted({math.gcd(coef, c) for coef, _ in lin.terms.values()} - {1},
+                        reverse=True):
+            big, small = _Linear(const=lin.const // g), _Linear(const=lin.const % g)
+            for key, (coef, atom) in lin.terms.items():
+                if coef % g == 0:
+                    big.add_term(key, coef // g, atom)
+                else:
+                    small.add_term(key, coef, atom)
+            if not big.terms or not small.terms:
+                continue
+            lo, hi = self._linear_bound(small)
+            if lo is not None and hi is not None and lo >= 0 and hi < g:
+                return g, big, small
+        return None
 
     def _min_max(self, kind: str, a: PrimExpr, b: PrimExpr, dtype: str) -> PrimExpr:
         folded = E._fold(kind, a, b)
@@ -426,7 +457,27 @@ class Simplifier:
         decided = _decide(node.kind, lo, hi)
         if decided is not None:
             return const(decided)
-        return self._compare_floordiv(node)
+        split = self._compare_split(node)
+        return split if split is not None else self._compare_floordiv(node)
+
+    def _compare_split(self, node: E.Compare) -> PrimExpr | None:
+        """``g*y + r < 0`` → ``y < 0`` when ``0 <= r < g`` (``r`` holding variables): a bounds
+        check on a blocked index (``16*block + 8*half + lane < 72``, ``0 <= lane < 8``) no
+        longer depends on the lane."""
+        if node.kind not in ("lt", "le", "gt", "ge"):
+            return None
+        d = self.linear(node.a).plus(self.linear(node.b), -1)
+        if node.kind in ("le", "gt"):  # d <= 0 <=> d - 1 < 0;  d > 0 <=> d - 1 >= 0
+            d.const -= 1
+        coefs = [abs(c) for c, _ in d.terms.values()]
+        split = self._split_small(d, math.prod(coefs) if coefs else 1)
+        if split is None:
+            return None
+        big = split[1]
+        bound = const(-big.const, node.a.dtype)
+        big.const = 0
+        kind = "lt" if node.kind in ("lt", "le") else "ge"
+        return self._compare(E.Compare(kind, self.from_linear(big, node.a.dtype), bound))
 
     def _compare_floordiv(self, node: E.Compare) -> PrimExpr:
         """``floordiv(x, c) < k`` → ``x < k*c`` (and the other orders), for constants c > 0, k."""

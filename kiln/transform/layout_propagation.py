@@ -560,15 +560,26 @@ def _squeeze(rw: LayoutRewriter, call: Call) -> Held | None:
 
 def _split(rw: LayoutRewriter, call: Call) -> Held | None:
     """``split(x{L as H}, axis=a)`` / ``topk(x{L as H}, axis=a)`` -> the same op of ``x'`` along
-    ``a in H``, every output held as ``H`` (not along a split axis)."""
+    ``a in H``, every output held as ``H``; along a split axis only a ``split`` into whole
+    blocks (sections along the outer axis)."""
     value = rw.moved_arg(call)
     attrs, data = call.attrs, rw.tensor(call.args[0])
     if value is None or attrs is None or data is None or data.ndim != len(value.layout):
         return None
     axis = attrs.axis % data.ndim
-    if value.layout[axis] in splits(value.held):
-        return None
     new_attrs = attrs.replace(axis=held_axis(value.layout, value.held, axis))
+    block = splits(value.held).get(value.layout[axis])
+    if block is not None:
+        # along a split axis only a split of whole blocks (C2f's halves of NCHW16c): the
+        # sections of the outer axis, each output held in the same blocks
+        spec = attrs.indices_or_sections if getattr(call.op, "name", "") == "split" else None
+        dim = int(data.shape[axis])
+        cuts = ([dim // spec * k for k in range(1, spec)] if isinstance(spec, int) and dim % spec == 0
+                else list(spec) if isinstance(spec, tuple) else None)
+        if cuts is None or any(c % block for c in cuts):
+            return None
+        new_attrs = new_attrs.replace(indices_or_sections=spec if isinstance(spec, int)
+                                      else tuple(c // block for c in cuts))
     new = rw.recall(call, [value.expr], new_attrs)
     return Held(new, value.layout, value.held, all_fields=isinstance(call.checked_type, TupleType))
 

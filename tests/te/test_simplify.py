@@ -141,5 +141,15 @@ def test_rules() -> None:
     z = te.var("z")
     assert str(simplify(z * 4 + a, {z: (0, 0), **RANGES})) == "a"
     assert str(simplify(E.binary("min", a, a + 2), RANGES)) == "a"
+    # blocked channels: 8*block + lane with 0 <= lane < 8 splits at multiples of 8
+    blk, lane = te.var("blk"), te.var("lane")
+    blocked = {blk: (0, 9), lane: (0, 7)}
+    assert str(simplify(te.floordiv(blk * 24 + lane, 16), blocked)) == "floordiv((blk*3), 2)"
+    assert str(simplify(te.floormod(blk * 24 + lane, 16), blocked)) == \
+        "((floormod((blk*3), 2)*8) + lane)"
+    assert str(simplify(blk * 16 + lane < 72, blocked)) == "(blk < 5)"
+    assert str(simplify(blk * 16 + lane + 8 <= 71, blocked)) == "(blk < 4)"
+    assert str(simplify(blk * 16 + lane + 8 > 71, blocked)) == "(blk >= 4)"
+    assert "lane" in str(simplify(blk * 16 + lane + 8 <= 72, blocked))  # lane 0 of block 4
     f = te.var("f", "float32")
     assert str(simplify((f + te.const(2.0)) * te.const(1.0))) == "(f + 2f)"

@@ -334,6 +334,26 @@ PROPAGATED = {  # body(conv result) -> activation conversions expected beyond th
 }
 
 
+def _split_back(parts: relay.TupleWrapper) -> Expr:
+    return relay.concatenate([relay.nn.relu(parts[1]), parts[0]], axis=1)
+
+
+@pytest.mark.parametrize("spec, blocked", [(2, 2), ((8,), (1,)), ((4,), None)])
+def test_split_of_whole_channel_blocks_stays_blocked(spec, blocked, rng):
+    """A split into whole channel blocks (YOLOv8's C2f halves of NCHW16c) splits the outer block
+    axis of the blocked value; a split inside a block gets NCHW."""
+    x, y = blocked_chain(rng)
+    before = module(_split_back(relay.split(y, spec, axis=1)), [x])
+    after = alter(before, TARGETS[8])
+    check_equivalent(before, after, rng)
+    (split,) = calls(after["main"], "split")
+    shape = tuple(split.args[0].checked_type.shape)
+    if blocked is None:
+        assert shape == (1, 16, 8, 8)
+    else:
+        assert shape == (1, 2, 8, 8, 8) and split.attrs.indices_or_sections == blocked
+
+
 @pytest.mark.parametrize("case", sorted(PROPAGATED))
 def test_layout_agnostic_consumers_stay_blocked(case, rng):
     body, extra = PROPAGATED[case]
