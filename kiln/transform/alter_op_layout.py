@@ -28,7 +28,9 @@ Block sizes (``L`` = lanes of the dtype in one vector register, :meth:`Target.ve
   at most ``L``; when that is 1, the largest divisor at most ``L`` (the 3-channel stem gets 3);
 - dense (:func:`dense_block`): the largest multiple of ``L`` up to ``2 L`` dividing ``N`` (a
   16-column panel on AVX2), else the largest power of two from 4 up to ``2 L`` dividing ``N``, else
-  the largest divisor of ``N`` up to ``2 L`` (TVM's rule: ``N = 10`` at 4 lanes gives 5).
+  the largest divisor of ``N`` up to ``2 L`` (TVM's rule: ``N = 10`` at 4 lanes gives 5); when that
+  is below 4 (a prime ``N``), the weight gets zero rows up to a multiple of ``L``
+  (:func:`dense_padded_units`) and the product is sliced back to ``N`` columns.
 
 Applying TVM's tuning logs (``with auto_scheduler.ApplyHistoryBest(log): relay.build(...)``):
 TVM's auto-scheduler tasks are TVM's layouts, and a task's workload key (the MD5 of its DAG
@@ -56,7 +58,7 @@ from __future__ import annotations
 from typing import Any
 
 import kiln.op as K
-from kiln.ir.expr import Call, Constant, Function, Var
+from kiln.ir.expr import Call, Constant, Expr, Function, Var
 from kiln.ir.module import IRModule
 from kiln.ir.types import TensorType, is_float, tensor_of
 from kiln.op.nn_pack import DensePackAttrs
@@ -318,6 +320,21 @@ def _tvm_blocks_in_log(attrs: Any, data: TensorType, weight: TensorType,
     return default
 
 
+def dense_padded_units(units: int, lanes: int) -> int:
+    """Output columns a packed dense computes: ``units``, or, when ``units`` (more than ``lanes``)
+    has no divisor of at least 4 up to ``2 * lanes`` (a prime such as a 97-class head, whose
+    panels would be 1 column wide and run at a few GFLOP/s), the next multiple of ``lanes``.
+
+    Examples
+    --------
+    >>> dense_padded_units(97, 16), dense_padded_units(1000, 16), dense_padded_units(7, 8)
+    (112, 1000, 7)
+    """
+    if units <= lanes or dense_block(units, lanes) >= 4:
+        return units
+    return -(-units // lanes) * lanes
+
+
 def _dense_rule(target: Target) -> Rule:
     def rule(prop: LayoutRewriter, call: Call) -> Held | None:
         """``dense(x, W)`` -> ``contrib_dense_pack(x, layout_transform(W, "NC", "NC{n}n"))``."""
@@ -329,11 +346,19 @@ def _dense_rule(target: Target) -> Rule:
         if te_dispatch.current_dispatchers() and log_has_task(
                 tvm_task_dags("nn.dense", call.attrs, [data, weight]), "dense"):
             return None  # the log tunes TVM's unpacked dense (T_matmul_NT)
-        layout = f"NC{dense_block(units, target.vector_width(data.dtype))}n"
-        packed = K.layout_transform(call.args[1], "NC", layout)
-        attrs = DensePackAttrs(units=units, out_dtype=call_attrs(call).out_dtype, weight_layout=layout)
+        lanes = target.vector_width(data.dtype)
+        padded = dense_padded_units(units, lanes)
+        weight_expr: Expr = call.args[1]
+        if padded != units:  # zero rows up to whole panels; the result is sliced back
+            weight_expr = K.nn.pad(weight_expr, ((0, padded - units), (0, 0)))
+        layout = f"NC{dense_block(padded, lanes)}n"
+        packed = K.layout_transform(weight_expr, "NC", layout)
+        attrs = DensePackAttrs(units=padded, out_dtype=call_attrs(call).out_dtype,
+                               weight_layout=layout)
         new = make_call("nn.contrib_dense_pack", [prop.primal(call.args[0]), packed], attrs,
                         source_names=call.source_names)
+        if padded != units:
+            new = K.strided_slice(new, begin=(0, 0), end=(data.shape[0], units))
         return Held(new)
 
     return rule

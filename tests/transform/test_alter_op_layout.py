@@ -472,6 +472,27 @@ def test_dense_with_constant_weight_is_packed(units, lanes, n, rng):
         np.testing.assert_array_equal(packed[j // n, :, j % n], w[j])
 
 
+@pytest.mark.parametrize(("units", "lanes", "padded"), [(97, 16, 112), (97, 8, 104), (13, 4, 16)])
+def test_dense_with_prime_units_is_padded_to_whole_panels(units, lanes, padded, rng):
+    """A prime class count (CRNN's 97) has only 1-column panels, which ran at 2.7 GFLOP/s: the
+    weight gets zero rows up to a multiple of the lanes and the product is sliced back."""
+    w = rng.standard_normal((units, 12)).astype("float32")
+    x = relay.var("x", shape=(5, 12))
+    before = module(relay.nn.bias_add(relay.nn.dense(x, relay.const(w)),
+                                      relay.const(np.arange(units, dtype="float32"))))
+    after = alter(before, TARGETS[lanes])
+    check_equivalent(before, after, rng)
+    (dense,) = calls(after["main"], "nn.contrib_dense_pack")
+    n = dense_block(padded, lanes)
+    assert dense.attrs.units == padded and n % lanes == 0
+    packed = dense.args[1].value
+    assert packed.shape == (padded // n, 12, n)
+    for j in range(padded):
+        np.testing.assert_array_equal(packed[j // n, :, j % n], w[j] if j < units else 0)
+    (stop,) = calls(after["main"], "strided_slice")
+    assert stop.checked_type.shape == (5, units)
+
+
 def test_dense_left_alone_without_constant_weight_or_2d_data(rng):
     x, w = relay.var("x", shape=(2, 8)), relay.var("w", shape=(4, 8))
     x3 = relay.var("x3", shape=(2, 3, 8))
