@@ -27,8 +27,14 @@ DTYPES: dict[str, np.dtype] = {
 }
 
 
+_NAMES = {np_type: name for name, np_type in DTYPES.items() if name != "uint1"}
+
+
 def as_dtype(dtype: object) -> str:
     """Normalise a dtype given as a string, NumPy dtype or NumPy scalar type to relay's name."""
+    known = _NAMES.get(dtype) if isinstance(dtype, np.dtype) else None  # the per-run path
+    if known is not None:
+        return known
     if isinstance(dtype, str):
         name = dtype
         if name == "uint1":
