@@ -30,7 +30,7 @@ from kiln.te import parse_step
 from kiln.te.default_schedule import default_schedule
 from kiln.te.lower import lower
 from kiln.te.templates import TargetInfo, apply_template
-from kiln.te.templates.conv2d import choose_register_tile
+from kiln.te.templates.conv2d import RegisterTile, choose_register_tile
 from kiln.transform.infer_type import infer_type
 
 pytestmark = pytest.mark.requires_cc
@@ -358,3 +358,20 @@ def test_register_tile_fits(oc: int, oh: int, ow: int, registers: int, batch: in
         raise AssertionError(f"a width {ow} within the budget must be tiled exactly: {tile}")
     # never a needlessly small tile: a whole row when it fits, else at least half the budget
     assert tile.size >= min(ow, budget // 2)
+
+
+@pytest.mark.parametrize(("oc_chunks", "width", "tile"), [
+    (8, 56, RegisterTile(2, 1, 5)), (16, 28, RegisterTile(2, 1, 5)), (32, 14, RegisterTile(2, 1, 5)),
+    (64, 7, RegisterTile(1, 1, 7))])
+def test_sixteen_register_tiles_are_load_bound(oc_chunks: int, width: int, tile) -> None:
+    """AVX2 (16 registers, 12 accumulators): ResNet-18's 3x3 layers get 2 channel blocks x 5
+    columns (a partial last tile at widths 56, 28, 14), measured 94-101 GFLOP/s on Zen 4 where
+    the divisor-only 2 x 4 ran at 67-85; at width 7 a partial tile would waste 3 of 10 columns,
+    so the whole row stays."""
+    assert choose_register_tile(oc_chunks, width, width, 12, 1, 1) == tile
+
+
+def test_thirty_two_register_tiles_keep_the_general_rule() -> None:
+    """AVX-512's choice does not change: widths are still tiled by divisors there."""
+    tile = choose_register_tile(4, 56, 56, 28, 1, 1)
+    assert 56 % tile.ow_t == 0
