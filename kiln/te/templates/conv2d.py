@@ -12,8 +12,11 @@ The fused function is ``[pad_temp ->] conv2d_NCHWc [-> element-wise epilogue ...
   (at most ~28 accumulators with 32 vector registers, ~12 with 16), the outer parts fused and run
   in parallel, the tile loops unrolled and ``oc_block`` vectorized;
 * the convolution is computed into a ``cache_write`` accumulator at the output's ``ow`` tile
-  loop, its loops ordered ``ic_chunk, kh, kw, ic_block, oc_t, oh_t, ow_t, oc_block`` (the tile
-  innermost, so the accumulator lives in vector registers: see :mod:`kiln.codegen.c_vector`);
+  loop, its loops ordered ``ic_chunk, kh, kw, ic_block, oh_t, ow_t, oc_t, oc_block`` (the tile
+  innermost, so the accumulator lives in vector registers: see :mod:`kiln.codegen.c_vector`;
+  pixel-major, so each broadcast pixel is used at once by its ``oc_t`` multiply-adds and only
+  the weight vectors stay live: with 16 registers a 10-accumulator tile then keeps its weights
+  in registers even when the compiler holds an epilogue constant across the loop);
   the epilogue then reads the registers and stores each output vector once;
 * zero padding is materialised once per call by its own parallel, vectorized loop nest.
 
@@ -400,7 +403,7 @@ def schedule_conv2d_nchwc(dag: ComputeDAG, target: TargetInfo) -> State | None:
     state.compute_at(local, out, at)
     n, oc, y, x, ocb, rc, ry, rx = state.stages[local].iters
     rc0, rc1 = state.split(local, rc, [ic_bn])
-    state.reorder(local, [n, rc0, ry, rx, rc1, oc, y, x, ocb])
+    state.reorder(local, [n, rc0, ry, rx, rc1, y, x, oc, ocb])
     for it in (5, 6, 7):
         state.unroll(local, it)
     block = conv.shape[4]
