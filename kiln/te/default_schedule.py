@@ -169,6 +169,12 @@ def _schedule_injective(state: State, sid: int, op: ComputeOp, bodies: tuple[Pri
     vectorized = lanes > 1
     if vectorized:
         state.split(sid, inner_pos, [lanes])
+    tile = _transpose_tile(op, bodies, clean, lanes) if vectorized else None
+    if tile is not None:  # ..., d.o, v.o, d.i (serial), v.i (vector)
+        d, block = tile
+        state.split(sid, d, [block])
+        rest = [i for i in range(inner_pos + 1) if i not in (d, d + 1)]
+        state.reorder(sid, [*rest, d, inner_pos + 1, d + 1, inner_pos + 2])
     outer = list(range(inner_pos + (1 if vectorized else 0)))
     if len(outer) > 1:
         state.fuse(sid, outer)
@@ -225,6 +231,36 @@ def injective_lanes(op: ComputeOp, bodies: tuple[PrimExpr, ...], clean: int, lan
     narrower = [(score(w), w) for w in widths[1:]]
     best = max(narrower, default=(0, lanes))
     return best[1] if best[0] > full else lanes
+
+
+def _transpose_tile(op: ComputeOp, bodies: tuple[PrimExpr, ...], clean: int,
+                    lanes: int) -> tuple[int, int] | None:
+    """``(axis, block)`` when the vector loop gathers (a transpose: NCHWc to NCHW, attention's
+    K transpose) and an outer output axis ``axis`` reads consecutive elements of every gathered
+    load: that axis is then blocked by ``block`` just outside the vector loop, so the cache lines
+    one vector gathers serve the next ``block`` vectors too. None when nothing gathers or no
+    such axis divides by a block of 4 to ``lanes``."""
+    n = len(op.axis)
+    suffix = [iv.var for iv in op.axis[n - clean:]]
+    extents = [int(d) for d in op.shape]
+    ranges = {iv.var: (0, ext - 1) for iv, ext in zip(op.axis, extents)}
+    simp = Simplifier(ranges)
+    gathers = [ld for b in bodies for ld in post_order(b) if isinstance(ld, E.TensorLoad)
+               and any(_mentions(i, v) for i in ld.indices for v in suffix)
+               and not all(_steps_by_one(simp, list(ld.indices), v) for v in suffix)]
+    if not gathers or clean != 1:
+        return None
+    for d in range(n - clean - 1, -1, -1):
+        var = op.axis[d].var
+        for block in (b for b in (lanes, 16, 8, 4) if b <= lanes and extents[d] % b == 0):
+            o, i = Var("blk_o", "int32"), Var("blk_i", "int32")
+            split = Simplifier({**ranges, o: (0, extents[d] // block - 1), i: (0, block - 1)})
+            sub = {var: o * block + i}
+            if all(_steps_by_one(split, [substitute(x, sub) for x in ld.indices], i)
+                   and _mentions(split.simplify(substitute(ld.indices[-1], sub)), i)
+                   for ld in gathers):
+                return d, block
+    return None
 
 
 def _conditions(e: PrimExpr) -> list[PrimExpr]:

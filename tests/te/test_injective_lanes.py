@@ -50,6 +50,21 @@ def _lanes(state_text: str) -> list[str]:
 CASES = {"concat_8c_to_16c": _concat_blocks, "depth_to_space_16c_to_8c": _depth_to_space_blocks}
 
 
+def _blocked_to_rows() -> Function:
+    """YOLOv8's detect head: NCHW16c maps flattened to (N, C, H*W)."""
+    x = relay.var("x", shape=(1, 4, 6, 8, 16))
+    return _typed(relay.reshape(relay.layout_transform(x, "NCHW16c", "NCHW"), (1, 64, 48)))
+
+
+def _attention_key_transpose() -> Function:
+    """BERT's K: (batch, seq, heads, head_dim) -> (batch, heads, head_dim, seq)."""
+    k = relay.var("k", shape=(1, 32, 3, 16))
+    return _typed(relay.transpose(k, (0, 2, 3, 1)))
+
+
+TRANSPOSES = {"nchw16c_to_rows": _blocked_to_rows, "attention_key": _attention_key_transpose}
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("vector_bytes", [32, 64])
 def test_blocked_data_movement_is_vectorized_by_8(case: str, vector_bytes: int, rng) -> None:
@@ -75,3 +90,26 @@ def test_contiguous_copies_keep_the_full_width() -> None:
     x = relay.var("x", shape=(4, 64))
     state = default_schedule(function_to_dag(_typed(relay.nn.relu(x)), "k").dag, 64, 2)
     assert [line.split()[-1] for line in _lanes(str(state))] == ["(0,16)"], str(state)
+
+
+@pytest.mark.parametrize("case", sorted(TRANSPOSES))
+def test_transposes_block_the_axis_their_gathers_step_along(case: str, rng) -> None:
+    """A vector loop that gathers (its loads step by 16 elements) is nested in a 16-iteration
+    loop over the output axis that reads consecutive elements, so the cache lines one vector
+    gathers serve the next 15 (yolov8n's detect-head concat 789 -> 267 us, MiniLM's key
+    transpose 30 -> 11 us on one Zen 4 core)."""
+    func = TRANSPOSES[case]()
+    state = default_schedule(function_to_dag(func, "k").dag, 64, 2)
+    lines = str(state).splitlines()
+    vec = next(i for i, line in enumerate(lines) if "vectorize" in line)
+    assert lines[vec].split()[-1] == "(0,16)" and lines[vec - 1].split()[-1] == "(0,16)", state
+    assert lines[vec - 1].lstrip().startswith("for "), state
+    if not c_available():
+        return
+    lib = build_native({"k": func.with_attr("Primitive", 1)},
+                       schedule_lookup=lambda dag, name: default_schedule(dag, 64, 2))
+    inputs = {p.name_hint: rng.standard_normal(tuple(p.checked_type.shape)).astype(F32)
+              for p in func.params}
+    out = np.full(tuple(func.ret_type.shape), np.nan, F32)
+    lib.kernel("k").bind([inputs[p.name_hint] for p in func.params] + [out])()
+    np.testing.assert_array_equal(out, np.asarray(evaluate(IRModule.from_expr(func), inputs)))
