@@ -6,6 +6,8 @@ engines run in alternating blocks, each block about ``block_s`` seconds of runs,
 A B, B A, A B, ... so neither engine always follows the other. Each run is timed on its own.
 The ratio of the two engines is taken per pair of neighbouring blocks (the machine is the same
 for both) and its median over the pairs is reported, next to each engine's median run time.
+Every block starts after an idle gap (:data:`BLOCK_GAP_S`), so that one engine's leftover
+spinning threads do not run during the other's block.
 """
 
 from __future__ import annotations
@@ -15,7 +17,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["Comparison", "EngineTimes", "compare", "runs_per_block", "time_alone", "time_runs", "warm_up"]
+__all__ = ["BLOCK_GAP_S", "Comparison", "EngineTimes", "compare", "runs_per_block", "time_alone",
+           "time_runs", "warm_up"]
+
+# Idle seconds before each timed block (onnxruntime's threads spin-wait for tens of ms).
+BLOCK_GAP_S = 0.1
 
 
 def time_runs(fn: Callable[[], object], runs: int) -> list[float]:
@@ -106,7 +112,7 @@ class Comparison:
 
 def compare(a: Callable[[], object], b: Callable[[], object], blocks: int = 10,
             block_s: float = 0.2, max_seconds: float = 60.0, min_blocks: int = 3,
-            warm_up_s: float = 0.3) -> Comparison:
+            warm_up_s: float = 0.3, gap_s: float = BLOCK_GAP_S) -> Comparison:
     """Time ``a`` against ``b`` in alternating blocks after warming both up.
 
     Parameters
@@ -125,6 +131,12 @@ def compare(a: Callable[[], object], b: Callable[[], object], blocks: int = 10,
         Block pairs run whatever the budget (unless ``blocks`` is smaller).
     warm_up_s : float
         Seconds each engine runs untimed first (at least three runs).
+    gap_s : float
+        Idle seconds before each block, so that the other engine's idle threads have stopped
+        spinning: onnxruntime's intra-op threads spin-wait for tens of milliseconds after a
+        run, and without a gap they held the second core through Kiln's next block (an
+        EfficientNet-style model at 2 threads measured 8.3 ms against 5.2 ms with a 50 ms gap;
+        onnxruntime's own time barely moved).
 
     Returns
     -------
@@ -139,13 +151,18 @@ def compare(a: Callable[[], object], b: Callable[[], object], blocks: int = 10,
     pairs = min(blocks, max(min_blocks, int(max_seconds / pair_s)))
     times_a: list[tuple[float, ...]] = []
     times_b: list[tuple[float, ...]] = []
+
+    def block(fn: Callable[[], object], runs: int) -> tuple[float, ...]:
+        time.sleep(gap_s)
+        return tuple(time_runs(fn, runs))
+
     for i in range(pairs):
         if i % 2 == 0:
-            times_a.append(tuple(time_runs(a, runs_a)))
-            times_b.append(tuple(time_runs(b, runs_b)))
+            times_a.append(block(a, runs_a))
+            times_b.append(block(b, runs_b))
         else:
-            times_b.append(tuple(time_runs(b, runs_b)))
-            times_a.append(tuple(time_runs(a, runs_a)))
+            times_b.append(block(b, runs_b))
+            times_a.append(block(a, runs_a))
     return Comparison(EngineTimes(tuple(times_a)), EngineTimes(tuple(times_b)))
 
 

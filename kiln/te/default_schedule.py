@@ -8,8 +8,10 @@
   scheduled like an output.
 * An element-wise or injective output: the trailing axes along which every input is read
   contiguously (or not at all: broadcast) are fused into one vector dimension; it is split by the
-  vector width and the inner part vectorized; everything outside is fused into one loop, run in
-  parallel when the stage has enough work for the usable CPUs.
+  vector width (narrower where that keeps a concatenation's source or a blocked index the same
+  across lanes) and the inner part vectorized; when the vector loop gathers (a transpose), the
+  output axis its gathers step along is blocked just outside it; everything outside is fused
+  into one loop, run in parallel when the stage has enough work for the usable CPUs.
 * A reduction: when its innermost spatial axis is read contiguously, that axis is split by the
   vector width and its inner part moved inside the reduction loops and vectorized; the outer
   spatial loops are fused and run in parallel when there is enough work.
@@ -74,21 +76,8 @@ def _clean_suffix(op: ComputeOp, bodies: tuple[PrimExpr, ...]) -> int:
 def _contiguous_in(bodies: tuple[PrimExpr, ...], var: Var) -> bool:
     """Whether every load reads consecutive elements as ``var`` steps (or ignores ``var``)."""
     simp = Simplifier()
-    for body in bodies:
-        for load in (n for n in post_order(body) if isinstance(n, E.TensorLoad)):
-            if not load.indices:
-                continue  # a 0-d tensor: one element, the same at every step (uniform)
-            *outer, last = load.indices
-            if any(_mentions(i, var) for i in outer):
-                return False
-            if not _mentions(last, var):
-                continue
-            lin = simp.linear(simp.simplify(last))
-            coefs = [c for c, atom in lin.terms.values() if atom is var]
-            if coefs != [1] or any(atom is not var and _mentions(atom, var)
-                                   for _, atom in lin.terms.values()):
-                return False
-    return True
+    return all(_steps_by_one(simp, list(load.indices), var) for body in bodies
+               for load in post_order(body) if isinstance(load, E.TensorLoad))
 
 
 def _mentions(e: PrimExpr, var: Var) -> bool:
@@ -165,7 +154,7 @@ def _schedule_injective(state: State, sid: int, op: ComputeOp, bodies: tuple[Pri
     inner_ext = 1
     for d in op.shape[n - clean:]:
         inner_ext *= d
-    lanes = injective_lanes(op, bodies, clean, vector_lanes(op.output_dtype(0), vector_bytes))
+    lanes = _injective_lanes(op, bodies, clean, vector_lanes(op.output_dtype(0), vector_bytes))
     vectorized = lanes > 1
     if vectorized:
         state.split(sid, inner_pos, [lanes])
@@ -184,7 +173,7 @@ def _schedule_injective(state: State, sid: int, op: ComputeOp, bodies: tuple[Pri
         state.vectorize(sid, len(state.stages[sid].iters) - 1)
 
 
-def injective_lanes(op: ComputeOp, bodies: tuple[PrimExpr, ...], clean: int, lanes: int) -> int:
+def _injective_lanes(op: ComputeOp, bodies: tuple[PrimExpr, ...], clean: int, lanes: int) -> int:
     """Vector length for the fused trailing ``clean`` axes of an injective stage (1: scalar).
 
     The target's full width unless a narrower power of two (down to 4 lanes) makes every
@@ -240,17 +229,18 @@ def _transpose_tile(op: ComputeOp, bodies: tuple[PrimExpr, ...], clean: int,
     load: that axis is then blocked by ``block`` just outside the vector loop, so the cache lines
     one vector gathers serve the next ``block`` vectors too. None when nothing gathers or no
     such axis divides by a block of 4 to ``lanes``."""
+    if clean != 1:
+        return None
     n = len(op.axis)
-    suffix = [iv.var for iv in op.axis[n - clean:]]
+    v = op.axis[-1].var
     extents = [int(d) for d in op.shape]
     ranges = {iv.var: (0, ext - 1) for iv, ext in zip(op.axis, extents)}
     simp = Simplifier(ranges)
     gathers = [ld for b in bodies for ld in post_order(b) if isinstance(ld, E.TensorLoad)
-               and any(_mentions(i, v) for i in ld.indices for v in suffix)
-               and not all(_steps_by_one(simp, list(ld.indices), v) for v in suffix)]
-    if not gathers or clean != 1:
+               and not _steps_by_one(simp, list(ld.indices), v)]
+    if not gathers:
         return None
-    for d in range(n - clean - 1, -1, -1):
+    for d in range(n - 2, -1, -1):
         var = op.axis[d].var
         for block in (b for b in (lanes, 16, 8, 4) if b <= lanes and extents[d] % b == 0):
             o, i = Var("blk_o", "int32"), Var("blk_i", "int32")
