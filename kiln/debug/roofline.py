@@ -10,7 +10,9 @@ them on Kiln's own thread pool:
 
 Results are cached per instruction set, thread count and CPU (``<cache_dir>/peak.json``), so a
 profile measures them once per machine; a measurement taken while the machine was busy (load
-average above half its CPUs) is used by its process only. :func:`roofline` then places a
+average above half its CPUs, or a multi-thread FMA probe under 3/4 of the one-core peak times
+the threads: another process held a core) is used by its process only. The FMA peak of T
+threads is never taken below T one-core peaks. :func:`roofline` then places a
 kernel: its arithmetic intensity (FLOPs per byte of tensors read and written), the attainable
 rate ``min(peak, intensity * bandwidth)``, and the share of it the kernel reached.
 """
@@ -22,7 +24,7 @@ import os
 import platform
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -199,7 +201,7 @@ def machine_peak(num_threads: int | None = None, target: Any = None) -> Peak:
     from kiln.codegen.native import target_compile_flags
 
     threads = max(1, num_threads or settings.num_threads)
-    key = (f"v2|{platform.node()}|{os.cpu_count()}|{threads}|"  # v2: the method of this version
+    key = (f"v3|{platform.node()}|{os.cpu_count()}|{threads}|"  # v3: the method of this version
            f"{' '.join(target_compile_flags(target or 'c'))}")
     path = _cache_path()
     try:
@@ -210,8 +212,17 @@ def machine_peak(num_threads: int | None = None, target: Any = None) -> Peak:
         return Peak(**cached[key])
     if key in _measured:
         return _measured[key]
-    peak = _measured[key] = _measure(threads, target)
-    if peak.load > (os.cpu_count() or 1) / 2:
+    peak = _measure(threads, target)
+    contended = False
+    if threads > 1:
+        # FMA units scale with cores: the peak of T threads is T one-core peaks. A T-thread
+        # probe far below that ran while another process held a core (the load average lags
+        # behind such a process), and kernels would then show above 100% of the roofline.
+        single = machine_peak(1, target)
+        contended = peak.gflops < 0.75 * threads * single.gflops
+        peak = replace(peak, gflops=max(peak.gflops, threads * single.gflops))
+    _measured[key] = peak
+    if contended or peak.load > (os.cpu_count() or 1) / 2:
         return peak  # a busy machine: this process uses it, the next one measures again
     cached[key] = asdict(peak)
     path.parent.mkdir(parents=True, exist_ok=True)
