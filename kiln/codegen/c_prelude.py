@@ -245,8 +245,8 @@ static inline {V} kiln_vexp_{S}({V} x) {
   {V} r = ({V})xc - n * 0.693359375f;
 #else
 #if KILN_AVX
-  /* min/max instructions, not compares and blends: in a convolution's epilogue next to ten
-     live accumulators the blends made exp three times as slow (Zen 4, AVX2 build) */
+  /* min/max instructions, not compares and blends: fewer instructions and registers in a
+     convolution's epilogue (a conv+sigmoid kernel of the AVX2 build: 9.05 -> 6.05 ms) */
   {V} xc = ({V}){AP}_min_ps({AP}_set1_ps(88.73f), {AP}_max_ps({AP}_set1_ps(-104.0f), ({AM})x));
 #else
   const {V} hi = ({V}){} + 88.73f, lo = ({V}){} - 104.0f;
