@@ -453,20 +453,20 @@ class Simplifier:
         if not (_is_int(a) and _is_int(b) and self._index(a) and self._index(b)):
             folded = E._compare(node.kind, a, b)
             return folded if isinstance(folded, E.IntImm) else node
-        lo, hi = self._linear_bound(self.linear(a).plus(self.linear(b), -1))
+        diff = self.linear(a).plus(self.linear(b), -1)
+        lo, hi = self._linear_bound(diff)
         decided = _decide(node.kind, lo, hi)
         if decided is not None:
             return const(decided)
-        split = self._compare_split(node)
+        split = self._compare_split(node, diff)
         return split if split is not None else self._compare_floordiv(node)
 
-    def _compare_split(self, node: E.Compare) -> PrimExpr | None:
+    def _compare_split(self, node: E.Compare, d: _Linear) -> PrimExpr | None:
         """``g*y + r < 0`` → ``y < 0`` when ``0 <= r < g`` (``r`` holding variables): a bounds
         check on a blocked index (``16*block + 8*half + lane < 72``, ``0 <= lane < 8``) no
-        longer depends on the lane."""
+        longer depends on the lane. ``d`` is ``node.a - node.b`` (changed here)."""
         if node.kind not in ("lt", "le", "gt", "ge"):
             return None
-        d = self.linear(node.a).plus(self.linear(node.b), -1)
         if node.kind in ("le", "gt"):  # d <= 0 <=> d - 1 < 0;  d > 0 <=> d - 1 >= 0
             d.const -= 1
         coefs = [abs(c) for c, _ in d.terms.values()]
