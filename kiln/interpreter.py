@@ -32,6 +32,7 @@ from kiln.ir.printer import format_type
 from kiln.ir.ref import RefCreate, RefRead, RefType, RefWrite
 from kiln.ir.types import TensorType, TupleType, Type, np_dtype
 from kiln.ir.visitor import children, post_order
+from kiln.op.narrow_ref import run_reference
 from kiln.op.registry import get_op_def
 
 __all__ = ["Interpreter", "check_value", "evaluate"]
@@ -206,7 +207,7 @@ class Interpreter:
             op_def = get_op_def(call.op.name)
             try:
                 with np.errstate(all="ignore"):
-                    out = op_def.reference(args, call.attrs, call.checked_type)
+                    out = run_reference(op_def, args, call.attrs, call.checked_type)
             except KilnError:
                 raise
             except Exception as e:

@@ -32,8 +32,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kiln.codegen.c_masked import INTRINSICS_INCLUDE, masked_helpers
+from kiln.codegen.c_narrow import NARROW_CALLS, legalize_narrow
 from kiln.codegen.c_parallel import emit_parallel_loop
 from kiln.codegen.c_prelude import (
+    NARROW_PRELUDE,
     SCALAR_PRELUDE,
     VECTOR_IDIOMS,
     VECTOR_MATH_TABLES,
@@ -155,6 +157,7 @@ class CCodegen:
         self.state: FunctionState = FunctionState()
         self.simp = Simplifier()
         self.index_type = "int32_t"
+        self.narrow = False  # whether a kernel used a narrow dtype (bfloat16, float8, int4, ...)
 
     # --- modules ------------------------------------------------------------------------------
     def module(self, funcs: Sequence[PrimFunc]) -> str:
@@ -165,7 +168,8 @@ class CCodegen:
         (:func:`kiln.codegen.c_runtime.runtime_unit`).
         """
         bodies = [self.function(f) for f in funcs]
-        parts = [SCALAR_PRELUDE, RUNTIME_DECLS, self._vector_decls()]
+        parts = [SCALAR_PRELUDE, NARROW_PRELUDE if self.narrow else "", RUNTIME_DECLS,
+                 self._vector_decls()]
         parts += self.constants
         parts += bodies
         return "\n".join(p.rstrip("\n") + "\n" for p in parts if p)
@@ -203,6 +207,9 @@ class CCodegen:
     # --- functions ----------------------------------------------------------------------------
     def function(self, func: PrimFunc) -> str:
         """The C text of one kernel (its constants are added to :attr:`constants`)."""
+        legal = legalize_narrow(func)
+        self.narrow |= legal is not func
+        func = legal
         self.state = FunctionState(func_name=func.name)
         self.simp = Simplifier(_loop_ranges(func.body))
         biggest = max([b.size for b in func.params] + [_max_alloc(func.body), 0])
@@ -557,6 +564,8 @@ class CCodegen:
             return f"({name}({arg}) != 0)"
         if name.startswith(("bitwise_", "shift_")):
             return self._int_call(name, args, dt)
+        if name in NARROW_CALLS:  # a narrow dtype's conversion (kiln.codegen.c_narrow)
+            return f"{name}({args[0]})"
         if name == "reinterpret":  # the same bits as another type: a union compound literal
             src = c_type(e.args[0].dtype)
             return f"((union {{ {src} s; {c_type(dt)} d; }}){{ .s = {args[0]} }}).d"

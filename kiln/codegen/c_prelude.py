@@ -40,6 +40,7 @@ infinity above 88.72283 and underflows to 0 below -103.97208.
 from __future__ import annotations
 
 __all__ = [
+    "NARROW_PRELUDE",
     "SCALAR_PRELUDE",
     "VECTOR_IDIOMS",
     "VECTOR_MATH_TABLES",
@@ -385,3 +386,88 @@ _INT_SUFFIX = {
 def int_helper_names(dtype: str) -> str:
     """The suffix of the prelude's integer helpers for ``dtype`` (``kiln_div_<suffix>``)."""
     return _INT_SUFFIX[dtype]
+
+
+# --- narrow dtypes (bfloat16, float8, float4, int4/int2; see kiln.codegen.c_narrow) ---------------
+_MINIFLOAT = r"""/* Narrow floats <-> float: code bits = sign | exponent (eb) | mantissa (mb). kind 0: IEEE
+   (infinities, NaNs with an all-ones exponent), 1: "fn" (no infinity, all-ones code NaN),
+   2: "fnuz" (no infinity, no -0, NaN = the sign bit alone), 3: no infinity nor NaN. Encoding
+   rounds to nearest even (nearbyint in the default mode); overflow gives infinity (kind 0), NaN
+   (1, 2) or the largest finite value (3), like ml_dtypes (which turns NaN into a zero of the
+   opposite sign where there is no NaN). */
+static inline float kiln_mf_decode(uint32_t code, int eb, int mb, int bias, int kind) {
+  const uint32_t sbit = 1u << (eb + mb), emax = (1u << eb) - 1u, mmax = (1u << mb) - 1u;
+  const uint32_t e = (code >> mb) & emax, m = code & mmax;
+  if (kind == 2 && code == sbit) return -NAN;
+  if (kind == 0 && e == emax) return (code & sbit) ? (m ? -NAN : -INFINITY) : (m ? NAN : INFINITY);
+  if (kind == 1 && e == emax && m == mmax) return (code & sbit) ? -NAN : NAN;
+  const float v = e ? ldexpf((float)(m | (mmax + 1u)), (int)e - bias - mb)
+                    : ldexpf((float)m, 1 - bias - mb);
+  return (code & sbit) ? -v : v;
+}
+static inline uint32_t kiln_mf_encode(double x, int eb, int mb, int bias, int kind,
+                                      uint32_t maxcode) {
+  const uint32_t sbit = 1u << (eb + mb), emax = (1u << eb) - 1u;
+  const uint32_t s = signbit(x) ? sbit : 0u;
+  const uint32_t qnan = kind == 2 ? sbit : kind == 3 ? (s ^ sbit) : kind == 1 ? (s | (sbit - 1u))
+                        : (s | (emax << mb) | (1u << (mb - 1)));
+  const uint32_t over = kind == 0 ? (s | (emax << mb)) : kind == 3 ? (s | maxcode) : qnan;
+  if (x != x) return qnan;
+  const double a = fabs(x);
+  if (a > 1.79769313486231570815e308) return over;
+  int ex = 0;
+  (void)frexp(a, &ex);
+  const int emin = 1 - bias;
+  int E = a == 0.0 ? emin : ex - 1;
+  if (E < emin) E = emin;
+  const double code = ldexp((double)(E - emin), mb) + nearbyint(ldexp(a, mb - E));
+  if (code > (double)maxcode) return over;
+  const uint32_t c = (uint32_t)code;
+  return (kind == 2 && c == 0u) ? 0u : (s | c);
+}
+static inline float kiln_bf16_decode(uint16_t b) {
+  union { uint32_t u; float f; } v = { .u = (uint32_t)b << 16 };
+  return v.f;
+}
+static inline uint16_t kiln_bf16_encode(float x) {
+  union { float f; uint32_t u; } v = { .f = x };
+  if (x != x) return (uint16_t)((v.u >> 16) | 0x40u);
+  return (uint16_t)((v.u + 0x7FFFu + ((v.u >> 16) & 1u)) >> 16);
+}
+static inline float kiln_bf16_round(float x) { return kiln_bf16_decode(kiln_bf16_encode(x)); }
+"""
+# short name: (exponent bits, mantissa bits, bias, kind, largest finite code)
+_SMALL_FLOATS = {"e4m3fn": (4, 3, 7, 1, 0x7E), "e4m3fnuz": (4, 3, 8, 2, 0x7F),
+                 "e5m2": (5, 2, 15, 0, 0x7B), "e5m2fnuz": (5, 2, 16, 2, 0x7F),
+                 "e2m1fn": (2, 1, 1, 3, 0x7)}
+# short name: (bits, signed)
+_SMALL_INTS = {"i4": (4, True), "u4": (4, False), "i2": (2, True), "u2": (2, False)}
+
+
+def _narrow_prelude() -> str:
+    parts = [_MINIFLOAT]
+    for short, (eb, mb, bias, kind, maxcode) in _SMALL_FLOATS.items():
+        args = f"{eb}, {mb}, {bias}, {kind}"
+        parts.append(
+            f"static inline float kiln_{short}_decode(uint8_t b) "
+            f"{{ return kiln_mf_decode(b, {args}); }}\n"
+            f"static inline uint8_t kiln_{short}_encode(float x) "
+            f"{{ return (uint8_t)kiln_mf_encode(x, {args}, {maxcode}u); }}\n"
+            f"static inline float kiln_{short}_round(float x) "
+            f"{{ return kiln_{short}_decode((uint8_t)kiln_mf_encode(x, {args}, {maxcode}u)); }}\n")
+    for short, (nbits, signed) in _SMALL_INTS.items():
+        mask = (1 << nbits) - 1
+        shift = 8 - nbits
+        decode = (f"(int32_t)((int8_t)(uint8_t)(b << {shift}) >> {shift})" if signed
+                  else f"(int32_t)(b & {mask}u)")
+        parts.append(
+            f"static inline int32_t kiln_{short}_decode(uint8_t b) {{ return {decode}; }}\n"
+            f"static inline uint8_t kiln_{short}_encode(int32_t v) "
+            f"{{ return (uint8_t)((uint32_t)v & {mask}u); }}\n"
+            f"static inline int32_t kiln_{short}_round(int32_t v) "
+            f"{{ return kiln_{short}_decode(kiln_{short}_encode(v)); }}\n")
+    return "".join(parts)
+
+
+# Conversions between the narrow dtypes' storage and float32 / int32 (after SCALAR_PRELUDE).
+NARROW_PRELUDE = _narrow_prelude()

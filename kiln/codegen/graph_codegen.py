@@ -263,7 +263,9 @@ class _GraphBuilder:
             # equal constants (a weight repacked once per unrolled step of an RNN) are one param
             value = np.asarray(expr.value)
             data = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
-            key = (value.dtype.str, value.shape, hashlib.sha1(data.data).digest())
+            # (the dtype's name too: ml_dtypes' bfloat16/float8/int4 all have a "|V" str)
+            key = (f"{value.dtype.name}{value.dtype.str}", value.shape,
+                   hashlib.sha1(data.data).digest())
             if key not in self.const_refs:
                 name = f"p{len(self.params)}"
                 self.params[name] = np.array(value)

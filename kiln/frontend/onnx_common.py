@@ -137,7 +137,8 @@ def onnx_dtype(elem_type: int, what: str) -> str:
         known = elem_type in onnx.TensorProto.DataType.values()
         name = onnx.TensorProto.DataType.Name(elem_type) if known else str(elem_type)
         raise FrontendError(f"{what} has ONNX element type {name}, which Kiln does not support "
-                            "(supported: bool, int8-64, uint8-64, float16, float32, float64)") from None
+                            "(supported: bool, int2-64, uint2-64, float16, float32, float64, bfloat16, "
+                            "float8 e4m3fn/e4m3fnuz/e5m2/e5m2fnuz, float4 e2m1fn)") from None
     return dtype
 
 

@@ -23,6 +23,7 @@ from kiln.frontend.onnx_common import (
 from kiln.ir.expr import Expr
 from kiln.ir.types import is_float, is_int, np_dtype
 from kiln.op import elemwise as ew
+from kiln.runtime.dtype import dtype_range
 
 __all__: list[str] = []
 
@@ -185,11 +186,29 @@ def _check_cast(attrs: dict[str, Any], opset: int) -> str | None:
     return None
 
 
-@converter("Cast", needs=("cast",), check=_check_cast)
+_FLOAT8 = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
+
+
+def onnx_cast(ctx: NodeContext, x: Expr, target: str, saturate: bool = True) -> Expr:
+    """ONNX's Cast of ``x`` to ``target``: relay's cast (rounding to nearest even; NumPy's and
+    ``ml_dtypes``' conversions), except that with ``saturate`` (ONNX's default) a float8 target
+    clamps out-of-range values and infinities to its largest finite value, keeping NaN."""
+    source = ctx.dtype(x)
+    if source == target:
+        return x
+    if target in _FLOAT8 and saturate:
+        if source not in ("float16", "float32", "float64"):
+            x = ew.cast(x, "float32")
+        hi = dtype_range(target)[1]
+        x = ew.clip(x, -hi, hi)
+    return ew.cast(x, target)
+
+
+@converter("Cast", needs=("cast", "clip"), check=_check_cast)
 def _cast(ctx: NodeContext) -> Expr:
     x = ctx.input(0)
     target = onnx_dtype(_cast_target(ctx.attr("to")), f"Cast node {ctx.name!r} target")
-    return x if ctx.dtype(x) == target else ew.cast(x, target)
+    return onnx_cast(ctx, x, target, bool(int(ctx.attr("saturate", 1))))
 
 
 @converter("BitCast", needs=("reinterpret",), check=_check_cast)
@@ -199,10 +218,9 @@ def _bitcast(ctx: NodeContext) -> Expr:
     return x if ctx.dtype(x) == target else ew.reinterpret(x, target)
 
 
-@converter("CastLike", needs=("cast",))
+@converter("CastLike", needs=("cast", "clip"))
 def _cast_like(ctx: NodeContext) -> Expr:
-    x, target = ctx.input(0), ctx.dtype(1)
-    return x if ctx.dtype(x) == target else ew.cast(x, target)
+    return onnx_cast(ctx, ctx.input(0), ctx.dtype(1), bool(int(ctx.attr("saturate", 1))))
 
 
 def _bound(ctx: NodeContext, i: int, attr: str) -> tuple[float | None, Expr | None]:

@@ -4,29 +4,49 @@ MatMulInteger, ConvInteger).
 Relay-era TVM lowers these through its ``qnn`` dialect; Kiln composes them from plain ops with
 ONNX's arithmetic: integer products accumulate in int32 after subtracting zero points,
 requantization rounds half to even and saturates to the output type. Per-axis scales and zero
-points are reshaped to broadcast along their axis; block quantization is not supported.
+points are reshaped to broadcast along their axis, blocked ones (opset 21) repeated over their
+blocks. Opset 19+ float8, 21+ int4/uint4 and 25+ int2/uint2 and float4_e2m1fn quantized types
+are supported (float8 and float4 convert like Cast, with ``saturate``).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-
+import kiln.op as K
 from kiln.frontend.onnx_common import NodeContext, converter, normalize_axis, onnx_dtype
+from kiln.frontend.onnx_math import onnx_cast
 from kiln.frontend.onnx_nn import matmul
 from kiln.frontend.onnx_tensor import reshape_to
 from kiln.ir.expr import Expr
-from kiln.ir.types import is_float, np_dtype
+from kiln.ir.types import is_float
 from kiln.op import elemwise as ew
+from kiln.runtime.dtype import dtype_range
 
 __all__: list[str] = []
 
-_QUANT_DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32")
+_QUANT_DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int4", "uint4", "int2",
+                 "uint2")
+# Float quantized types (opset 19+ float8, opset 23+ float4): x / scale converts like Cast.
+_FLOAT_QUANT_DTYPES = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+                       "float4_e2m1fn")
 
 
-def _check_block(attrs: dict[str, Any], opset: int) -> str | None:
-    return f"block_size={attrs['block_size']}" if int(attrs.get("block_size", 0) or 0) else None
+def _param(ctx: NodeContext, v: Expr, x: Expr, axis: int) -> Expr:
+    """A scale or zero point of Quantize/DequantizeLinear shaped to broadcast against ``x``:
+    per tensor, per ``axis`` or (``block_size``, opset 21) per block of ``axis``, each value
+    repeated over its block (the last block may be shorter)."""
+    block = int(ctx.attr("block_size", 0) or 0)
+    rank = ctx.ndim(x)
+    if not block:
+        return _along_axis(ctx, v, rank, axis)
+    axis = normalize_axis(ctx, axis, rank)
+    x_shape, v_shape = ctx.shape(x), ctx.shape(v)
+    if len(v_shape) != rank or -(-x_shape[axis] // block) != v_shape[axis]:
+        raise ctx.error(f"block_size={block}: a parameter of shape {v_shape} does not block "
+                        f"an input of shape {x_shape} along axis {axis}")
+    out = K.repeat(v, block, axis)
+    if v_shape[axis] * block != x_shape[axis]:
+        out = K.strided_slice(out, [0], [x_shape[axis]], axes=[axis])
+    return out
 
 
 def _along_axis(ctx: NodeContext, v: Expr, rank: int, axis: int) -> Expr:
@@ -42,8 +62,8 @@ def _along_axis(ctx: NodeContext, v: Expr, rank: int, axis: int) -> Expr:
 
 def _saturate(ctx: NodeContext, x: Expr, dtype: str) -> Expr:
     """Round half to even, clamp to ``dtype``'s range and convert."""
-    info = np.iinfo(np_dtype(dtype))
-    return ew.cast(ew.clip(ew.round(x), float(info.min), float(info.max)), dtype)
+    lo, hi = dtype_range(dtype)
+    return ew.cast(ew.clip(ew.round(x), lo, hi), dtype)
 
 
 def _quant_dtype(ctx: NodeContext, zero_point: Expr | None) -> str:
@@ -53,39 +73,43 @@ def _quant_dtype(ctx: NodeContext, zero_point: Expr | None) -> str:
         dtype = onnx_dtype(int(ctx.attr("output_dtype")), "QuantizeLinear output_dtype")
     else:
         dtype = "uint8"
-    if dtype not in _QUANT_DTYPES:
+    if dtype not in _QUANT_DTYPES and dtype not in _FLOAT_QUANT_DTYPES:
         raise ctx.unsupported(f"quantizing to {dtype}")
     return dtype
 
 
-@converter("QuantizeLinear", needs=("round", "clip", "cast", "divide"), check=_check_block)
+@converter("QuantizeLinear", needs=("round", "clip", "cast", "divide"))
 def _quantize(ctx: NodeContext) -> Expr:
     x, scale = ctx.input(0), ctx.input(1)
     zp = ctx.optional_input(2)
-    rank, axis = ctx.ndim(x), int(ctx.attr("axis", 1))
+    axis = int(ctx.attr("axis", 1))
     dtype = _quant_dtype(ctx, zp)
     work = ctx.dtype(x) if ctx.dtype(x) != "float16" else "float32"
     xs = ew.cast(x, work) if ctx.dtype(x) != work else x
-    scaled = ew.divide(xs, ew.cast(_along_axis(ctx, scale, rank, axis), work))
+    scaled = ew.divide(xs, ew.cast(_param(ctx, scale, x, axis), work))
+    if dtype in _FLOAT_QUANT_DTYPES:  # ONNX's reference: float8 ignores the (zero) zero point
+        if dtype == "float4_e2m1fn" and zp is not None:
+            scaled = ew.add(scaled, ew.cast(_param(ctx, zp, x, axis), work))
+        return onnx_cast(ctx, scaled, dtype, bool(int(ctx.attr("saturate", 1))))
     q = ew.round(scaled)
     if zp is not None:
-        q = ew.add(q, ew.cast(_along_axis(ctx, zp, rank, axis), work))
+        q = ew.add(q, ew.cast(_param(ctx, zp, x, axis), work))
     return _saturate(ctx, q, dtype)
 
 
-@converter("DequantizeLinear", needs=("cast", "subtract", "multiply"), check=_check_block)
+@converter("DequantizeLinear", needs=("cast", "subtract", "multiply"))
 def _dequantize(ctx: NodeContext) -> Expr:
     x, scale = ctx.input(0), ctx.input(1)
     zp = ctx.optional_input(2)
-    rank, axis = ctx.ndim(x), int(ctx.attr("axis", 1))
+    axis = int(ctx.attr("axis", 1))
     out_dtype = ctx.dtype(scale)
     if not is_float(out_dtype):
         raise ctx.error(f"x_scale must be floating point, got {out_dtype}")
     work = "float64" if ctx.dtype(x) in ("int32", "uint32") else "float32"
     v = ew.cast(x, work)
     if zp is not None:
-        v = ew.subtract(v, ew.cast(_along_axis(ctx, zp, rank, axis), work))
-    out = ew.multiply(v, ew.cast(_along_axis(ctx, scale, rank, axis), work))
+        v = ew.subtract(v, ew.cast(_param(ctx, zp, x, axis), work))
+    out = ew.multiply(v, ew.cast(_param(ctx, scale, x, axis), work))
     return ew.cast(out, out_dtype)
 
 

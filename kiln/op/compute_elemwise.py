@@ -20,6 +20,7 @@ from kiln import te
 from kiln.ir.types import TensorType, Type
 from kiln.op.elemwise import BINARY_OPS, UNARY_OPS
 from kiln.op.registry import get_op_def
+from kiln.runtime.dtype import int_range
 from kiln.te import expr as E
 from kiln.te.expr import PrimExpr
 from kiln.te.tensor import DATA_PAR, IterVar, Range, make_compute_op
@@ -202,9 +203,9 @@ def _clip_compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) -> te.Ten
     x = inputs[0]
     lo, hi = float(attrs.a_min), float(attrs.a_max)
     if not E.is_float_dtype(x.dtype):
-        info = np.iinfo(x.dtype)
-        lo_i = max(math.ceil(lo), int(info.min)) if math.isfinite(lo) else int(info.min)
-        hi_i = min(math.floor(hi), int(info.max)) if math.isfinite(hi) else int(info.max)
+        info_min, info_max = int_range(x.dtype)
+        lo_i = max(math.ceil(lo), info_min) if math.isfinite(lo) else info_min
+        hi_i = min(math.floor(hi), info_max) if math.isfinite(hi) else info_max
         lo_c, hi_c = E.const(lo_i, x.dtype), E.const(hi_i, x.dtype)
     else:
         lo_c, hi_c = E.const(lo, x.dtype), E.const(hi, x.dtype)

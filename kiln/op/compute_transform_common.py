@@ -16,6 +16,7 @@ from typing import Any
 from kiln import te
 from kiln.errors import KilnTypeError
 from kiln.ir.types import TensorType, TupleType, Type
+from kiln.runtime.dtype import NARROW_INTS, has_inf
 from kiln.te import expr as E
 from kiln.te.expr import PrimExpr
 
@@ -83,8 +84,12 @@ def accumulate_dtype(dtype: str) -> str:
     -------
     str
         ``"float64"`` for floats (the references compute float results in float64 and round
-        once), ``dtype`` itself for integers (which wrap around).
+        once), ``dtype`` itself for integers (which wrap around), int64 for the sub-byte integers
+        (the references compute them in int32: a mean of int4 values is not a mean of wrapped
+        sums).
     """
+    if dtype in NARROW_INTS:
+        return "int64"
     return "float64" if E.is_float_dtype(dtype) else dtype
 
 
@@ -106,7 +111,7 @@ def highest(dtype: str) -> PrimExpr:
     PrimExpr
         A constant (``True`` for bool, the largest integer for integers).
     """
-    if E.is_float_dtype(dtype):
+    if E.is_float_dtype(dtype) and has_inf(dtype):
         return E.const(float("inf"), dtype)
     return te.max_value(dtype)
 
@@ -124,7 +129,7 @@ def lowest(dtype: str) -> PrimExpr:
     PrimExpr
         A constant (``False`` for bool, the smallest integer for integers).
     """
-    if E.is_float_dtype(dtype):
+    if E.is_float_dtype(dtype) and has_inf(dtype):
         return E.const(float("-inf"), dtype)
     return te.min_value(dtype)
 

@@ -25,7 +25,7 @@ from typing import Any, TypeVar, overload
 import numpy as np
 
 from kiln.errors import KilnError
-from kiln.runtime.dtype import np_dtype
+from kiln.runtime.dtype import NARROW_FLOATS, NARROW_INTS, np_dtype
 from kiln.runtime.graph_json import GraphJSON, Node, parse_graph_json
 from kiln.runtime.module import KernelError, Module
 from kiln.runtime.native import RunPlan
@@ -50,7 +50,12 @@ class InputConversionWarning(UserWarning):
 
 
 def _dtype_kind(dtype: np.dtype[Any]) -> str:
-    """``"float"``, ``"int"`` (signed and unsigned), ``"bool"``, ... of a NumPy dtype."""
+    """``"float"``, ``"int"`` (signed and unsigned), ``"bool"``, ... of a NumPy dtype (the narrow
+    ``ml_dtypes`` ones included: bfloat16 and float8 are floats, int4 an int)."""
+    if dtype.name in NARROW_FLOATS:
+        return "float"
+    if dtype.name in NARROW_INTS:
+        return "int"
     return {"f": "float", "i": "int", "u": "int", "b": "bool", "c": "complex"}.get(dtype.kind,
                                                                                    dtype.kind)
 

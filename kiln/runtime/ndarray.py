@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from kiln.runtime.dtype import as_dtype, np_dtype
+from kiln.runtime.dtype import as_dtype, is_narrow, np_dtype
 
 __all__ = ["Device", "NDArray", "array", "cpu", "device", "empty"]
 
@@ -118,12 +118,22 @@ class NDArray:
         return self._array
 
     def copyfrom(self, source: Any) -> NDArray:
-        """Overwrite the contents from an array of the same shape; returns self."""
+        """Overwrite the contents from an array of the same shape; returns self.
+
+        The dtypes must match, except into a narrow dtype (bfloat16, float8, int4, ...), which
+        takes numeric data converted like ``ml_dtypes`` (float32 rounds to nearest even), or for
+        bfloat16 its bits in a uint16 array (TVM's convention).
+        """
         src = source._array if isinstance(source, NDArray) else np.asarray(source)
         if src.shape != self._array.shape:
             raise ValueError(f"copyfrom: shape {src.shape} does not match {self._array.shape}")
         if src.dtype != self._array.dtype:
-            raise ValueError(f"copyfrom: dtype {src.dtype} does not match {self._array.dtype}")
+            if not (is_narrow(as_dtype(self._array.dtype)) and src.dtype.kind in "biuf"):
+                raise ValueError(f"copyfrom: dtype {src.dtype} does not match {self._array.dtype}")
+            if src.dtype == np.uint16 and self._array.dtype.name == "bfloat16":
+                src = src.view(self._array.dtype)  # TVM's bfloat16 bits held in uint16
+            else:  # numeric data (float32, ...) converts like ml_dtypes: to nearest even
+                src = src.astype(self._array.dtype)
         np.copyto(self._array, src)
         return self
 

@@ -11,7 +11,10 @@ The layout (all integers little-endian, no padding)::
         ndim x i64 shape  i64 byte_size  byte_size raw row-major bytes
 
 Kiln writes exactly TVM 0.19's bytes (bool as type code 1 with 1 bit, one byte per element) and
-reads TVM 0.27's bool (code 6, 8 bits) as well. Unlike TVM it also reads empty tensors such as
+reads TVM 0.27's bool (code 6, 8 bits) as well. Narrow dtypes use DLPack 1.1's type codes
+(bfloat16: code 4, 16 bits; float8_e4m3fn/e4m3fnuz/e5m2/e5m2fnuz: 10-13, 8 bits; float4_e2m1fn:
+17, 4 bits; int4/uint4/int2/uint2: code 0/1 with 4 or 2 bits), one element per byte as in
+memory. Unlike TVM it also reads empty tensors such as
 shape ``(2, 0, 3)``. The reader never trusts a header: every count and size is checked against the
 bytes that remain before anything is allocated, and errors say what was wrong and at which offset.
 """
@@ -28,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from kiln.errors import KilnError, ParamsFormatError
+from kiln.runtime.dtype import DTYPES, is_narrow
 from kiln.runtime.ndarray import NDArray
 
 __all__ = [
@@ -79,7 +83,19 @@ _ENCODE: dict[str, tuple[int, int]] = {
     "float16": (2, 16),
     "float32": (2, 32),
     "float64": (2, 64),
+    # narrow dtypes: DLPack 1.1's codes (TVM's bfloat16 is code 4, 16 bits); one byte per element
+    "bfloat16": (4, 16),
+    "float8_e4m3fn": (10, 8),
+    "float8_e4m3fnuz": (11, 8),
+    "float8_e5m2": (12, 8),
+    "float8_e5m2fnuz": (13, 8),
+    "float4_e2m1fn": (17, 4),
+    "int4": (0, 4),
+    "uint4": (1, 4),
+    "int2": (0, 2),
+    "uint2": (1, 2),
 }
+_DECODE.update({code: DTYPES[name] for name, code in _ENCODE.items() if is_narrow(name)})
 
 
 class ByteReader:

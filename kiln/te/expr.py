@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kiln.errors import KilnTypeError
+from kiln.runtime import dtype as _dtype
 
 if TYPE_CHECKING:
     from kiln.te.tensor import CommReducer, IterVar, Tensor
@@ -56,8 +57,8 @@ __all__ = [
 
 
 def is_float_dtype(dtype: str) -> bool:
-    """True for ``float16/32/64``."""
-    return dtype.startswith("float")
+    """True for ``float16/32/64``, bfloat16 and the narrow floats (``float8_e4m3fn``, ...)."""
+    return dtype.startswith(("float", "bfloat"))
 
 
 def is_int_dtype(dtype: str) -> bool:
@@ -74,8 +75,7 @@ def dtype_bits(dtype: str) -> int:
     """Bit width of a dtype (bool counts as 1)."""
     if dtype == "bool":
         return 1
-    digits = "".join(c for c in dtype if c.isdigit())
-    return int(digits)
+    return _dtype.dtype_bits(dtype)
 
 
 def _kind_rank(dtype: str) -> int:

@@ -55,8 +55,11 @@ def _emit(e: PrimExpr, out: list[str]) -> None:
     elif isinstance(e, IntImm):
         out.append(str(e.value) if e.dtype == "int32" else f"({e.dtype}){e.value}")
     elif isinstance(e, FloatImm):
-        suffix = {64: "", 32: "f", 16: "h"}[dtype_bits(e.dtype)]
-        out.append(format_float(e.value) + suffix)
+        if e.dtype in ("float64", "float32", "float16"):
+            suffix = {64: "", 32: "f", 16: "h"}[dtype_bits(e.dtype)]
+            out.append(format_float(e.value) + suffix)
+        else:  # bfloat16, float8, float4: a cast, as TVM prints them
+            out.append(f"({e.dtype}){format_float(e.value)}")
     elif isinstance(e, Binary):
         if e.kind in _INFIX:
             out.append("(")

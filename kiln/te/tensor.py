@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from kiln.errors import KilnTypeError
+from kiln.runtime.dtype import dtype_range, int_range
 from kiln.te import expr as E
 from kiln.te.expr import PrimExpr, Var, as_expr, const
 from kiln.te.visit import post_order
@@ -234,19 +235,19 @@ def comm_reducer(fcombine: Callable[..., Any], fidentity: Callable[..., Any],
 def min_value(dtype: str) -> PrimExpr:
     """The smallest finite value of ``dtype``."""
     if E.is_float_dtype(dtype):
-        return const(float(np.finfo(dtype).min), dtype)
+        return const(dtype_range(dtype)[0], dtype)
     if dtype == "bool":
         return const(False)
-    return const(int(np.iinfo(dtype).min), dtype)
+    return const(int_range(dtype)[0], dtype)
 
 
 def max_value(dtype: str) -> PrimExpr:
     """The largest finite value of ``dtype``."""
     if E.is_float_dtype(dtype):
-        return const(float(np.finfo(dtype).max), dtype)
+        return const(dtype_range(dtype)[1], dtype)
     if dtype == "bool":
         return const(True)
-    return const(int(np.iinfo(dtype).max), dtype)
+    return const(int_range(dtype)[1], dtype)
 
 
 sum = comm_reducer(lambda x, y: x + y, lambda t: const(0, t), name="sum")

@@ -24,6 +24,7 @@ from kiln.ir.expr import Call, Constant, Expr, Function, If, Let, Op, Tuple, Tup
 from kiln.ir.module import IRModule
 from kiln.ir.types import TensorType, np_dtype
 from kiln.ir.visitor import post_order, rewrite
+from kiln.op.narrow_ref import run_reference
 from kiln.op.registry import get_op_def
 from kiln.transform.pass_infra import FunctionPass, PassContext, PassInfo
 from kiln.transform.rewrite import Rule, graph_rewrite, tensor_type
@@ -66,7 +67,7 @@ def _fold_qnn_call(call: Call) -> Expr | None:
     if op_def.stateful or not all(_is_constant(a) for a in call.args):
         return None
     with np.errstate(all="ignore"):
-        out = op_def.reference([_value(a) for a in call.args], call.attrs, call.checked_type)
+        out = run_reference(op_def, [_value(a) for a in call.args], call.attrs, call.checked_type)
     if isinstance(out, list):
         out = tuple(out)
     out = check_value(out, call.checked_type, f"reference kernel of {call._short()}")

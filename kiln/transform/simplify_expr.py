@@ -38,6 +38,8 @@ Kiln adds rules that exported transformer graphs need before fusion:
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 import kiln.op as K
@@ -45,6 +47,7 @@ from kiln.ir.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem
 from kiln.ir.module import IRModule
 from kiln.ir.types import TensorType, TupleType, np_dtype
 from kiln.op.registry import OpPattern, all_ops, get_op_def
+from kiln.runtime.dtype import dtype_range, has_inf, is_float, is_narrow
 from kiln.target import Target
 from kiln.transform.dataflow_pattern import DFPattern, is_constant, match_nodes, wildcard
 from kiln.transform.dataflow_pattern import is_op as op_pattern
@@ -372,6 +375,8 @@ def _is_widening(src: str, dst: str) -> bool:
     TVM's ``IsWidenCast`` is looser (it treats int32 -> float32 and int8 -> uint8 as widening);
     Kiln only drops a cast when no value can change.
     """
+    if is_narrow(src) or is_narrow(dst):
+        return _narrow_widening(src, dst)
     a, b = np_dtype(src), np_dtype(dst)
     if a.kind == "b":
         return True
@@ -396,8 +401,24 @@ def _cast_chain(call: Call) -> Expr | None:
     return K.cast(inner.args[0], out.dtype)
 
 
+def _narrow_widening(src: str, dst: str) -> bool:
+    """:func:`_is_widening` where a dtype is narrow (bfloat16, float8, int4, ...): casts to a
+    narrow dtype always stay; narrow values widen exactly to the wider standard types."""
+    if is_narrow(dst):
+        return False
+    if src == "bfloat16":
+        return dst in ("float32", "float64")
+    if is_float(src):
+        return dst in ("float16", "float32", "float64")
+    if src.startswith("u"):
+        return dst != "bool"
+    return dst != "bool" and not dst.startswith("u")
+
+
 def _dtype_range(dtype: str) -> tuple[float, float]:
     """The values a tensor of ``dtype`` can hold (floats: infinities included)."""
+    if is_narrow(dtype):
+        return (-math.inf, math.inf) if has_inf(dtype) else dtype_range(dtype)
     np_type = np_dtype(dtype)
     if np_type.kind == "b":
         return 0.0, 1.0
@@ -422,7 +443,9 @@ def _clip_casts(call: Call) -> Expr | None:
     assert isinstance(node, Call)
     lo, hi = call_attrs(node).a_min, call_attrs(node).a_max
     chain = [str(call_attrs(c).dtype) for c in reversed(casts)]  # innermost first
-    dtypes = [d for d in chain if not (_dtype_range(d)[0] <= lo and hi <= _dtype_range(d)[1])]
+    # a cast to a narrow dtype (bfloat16, float8, int4, ...) rounds or wraps: it always stays
+    dtypes = [d for d in chain
+              if is_narrow(d) or not (_dtype_range(d)[0] <= lo and hi <= _dtype_range(d)[1])]
     clipped = tensor_type(node)
     last = dtypes[-1] if dtypes else clipped.dtype if clipped is not None else None
     if last != out.dtype:
