@@ -12,6 +12,7 @@ result is a :class:`~kiln.runtime.factory.GraphExecutorFactoryModule`, which als
 from __future__ import annotations
 
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -21,14 +22,17 @@ from kiln.codegen.external import lower_external
 from kiln.codegen.graph_codegen import LoweredGraph, graph_codegen, with_kernel_flops
 from kiln.errors import KilnError
 from kiln.interpreter import Interpreter
-from kiln.ir.expr import Expr, Function, GlobalVar
+from kiln.ir.expr import Call, Constant, Expr, Function, GlobalVar, Var
 from kiln.ir.module import IRModule
 from kiln.ir.types import TensorType, TupleType, Type
+from kiln.op.dyn import SpecializedImportAttrs, ValueSpecializationError, specialized_import_call
+from kiln.runtime.container import ADT
 from kiln.runtime.export import default_metadata
 from kiln.runtime.factory import GraphExecutorFactoryModule
 from kiln.runtime.graph_executor import GraphModule
 from kiln.runtime.module import Module
 from kiln.runtime.ndarray import Device, NDArray, cpu
+from kiln.runtime.vm import Executable
 from kiln.target import Target, TargetError
 from kiln.transform import InferType, ModulePass, Pass, PassContext, PassInfo, Sequential
 from kiln.transform.alter_batch_matmul import AlterBatchMatmul
@@ -48,6 +52,7 @@ from kiln.transform.simplify_inference import SimplifyInference
 
 __all__ = [
     "Executor",
+    "compile_vm",
     "bind_params_by_name",
     "build",
     "build_pipeline",
@@ -278,6 +283,14 @@ def build(
     if kind not in (None, "graph"):
         raise KilnError(f"relay.build: Kiln builds for the graph executor, not {kind!r}")
     mod = _as_module(ir_mod, params, "relay.build")
+    deferred = specialized_import_call(mod["main"])
+    if deferred is not None:
+        deciding = deferred[1]
+        raise ValueSpecializationError(
+            f"relay.build: main is {deciding.model.label}, whose shapes depend on the values "
+            f"of input(s) {', '.join(map(repr, deciding.value_inputs))}; a graph executor has static "
+            "shapes: bind them at import (from_onnx(..., const_inputs=...)) or run the module with "
+            "relay.create_executor('vm', mod=mod).evaluate(), which compiles it per value")
     tgt = _resolve_target(target)
     if target_host is not None:
         tgt = Target(tgt, host=target_host)
@@ -306,6 +319,9 @@ def build(
 
 
 # --- executors ---------------------------------------------------------------------------------
+
+#: Builds of a value-specialized module an executor keeps (least recently used dropped first).
+MAX_SPECIALIZATIONS = 32
 
 def _as_numpy(value: Any) -> np.ndarray:
     if isinstance(value, NDArray):
@@ -377,7 +393,54 @@ class Executor:
     def _make(self, mod: IRModule) -> Callable[..., Any]:
         mod = InferType()(mod)
         main = mod["main"]
+        deferred = specialized_import_call(main)
+        if deferred is not None:
+            return self._specialized(main, *deferred)
         return self._interpreted(mod) if self.kind == "debug" else self._graph(mod, main)
+
+    def _specialized(self, main: Function, call: Call, attrs: SpecializedImportAttrs
+                     ) -> Callable[..., Any]:
+        """Run a ``dyn.specialized_import``: import the model again for the values of the inputs
+        that decide its shapes, and build (or interpret) that static module, once per distinct set
+        of those values (the last :data:`MAX_SPECIALIZATIONS` builds are kept)."""
+        bound = frozenset(attrs.value_inputs)
+        cache: OrderedDict[tuple[Any, ...], tuple[Callable[..., Any], frozenset[str]]] = OrderedDict()
+
+        def key(named: Mapping[str, np.ndarray], names: frozenset[str]) -> tuple[Any, ...]:
+            return tuple((n, named[n].dtype.str, named[n].shape, named[n].tobytes())
+                         for n in sorted(names))
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            nonlocal bound
+            values = dict(zip([id(p) for p in main.params],
+                              [_as_numpy(v) for v in self._arguments(main, args, kwargs)]))
+            named = {name: values[id(arg)] if isinstance(arg, Var) else np.asarray(arg.value)
+                     for name, arg in zip(attrs.input_names, call.args)
+                     if isinstance(arg, (Var, Constant))}
+            if len(named) != len(call.args):
+                raise ValueSpecializationError(f"{attrs.model.label}: its arguments must be "
+                                               "main's parameters or constants")
+            k = key(named, bound)
+            hit = cache.get(k)
+            if hit is not None:
+                cache.move_to_end(k)
+            if hit is None:
+                mod, used = attrs.model.specialize(named, bound)
+                declared = call.checked_type  # type: ignore[attr-defined]
+                got = InferType()(mod)["main"].checked_type.ret_type  # type: ignore[attr-defined]
+                if got != declared:
+                    raise ValueSpecializationError(
+                        f"{attrs.model.label} declares output type {declared}, but for these values "
+                        f"of {', '.join(sorted(used))} it computes {got}")
+                bound = bound | used
+                hit = (self._make(mod), used)
+                cache[key(named, bound)] = hit
+                while len(cache) > MAX_SPECIALIZATIONS:
+                    cache.popitem(last=False)  # the least recently used build
+            fn, used = hit
+            return fn(**{n: v for n, v in named.items() if n not in used})
+
+        return run
 
     @staticmethod
     def _arguments(main: Function, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
@@ -456,3 +519,69 @@ def create_executor(kind: str = "debug", mod: IRModule | None = None, device: De
     if params:
         mod = mod.with_function("main", bind_params_by_name(mod["main"], params))
     return Executor(kind, mod, device or cpu(), Target(target))
+
+
+# --- the VM ----------------------------------------------------------------------------------
+
+def _structure(ty: Type) -> Any:
+    return [_structure(f) for f in ty.fields] if isinstance(ty, TupleType) else None
+
+
+class _SpecializedExecutable(Executable):
+    """A VM executable of a value-specialized module: built per set of deciding values when run."""
+
+    def __init__(self, mod: IRModule, target: Target):
+        super().__init__("", Module(), {})
+        self.mod = mod
+        self.target = target
+
+    def save(self) -> tuple[bytearray, Module]:
+        deciding = specialized_import_call(self.mod["main"])
+        label = deciding[1].model.label if deciding else "main"
+        raise ValueSpecializationError(f"Executable.save: {label} is compiled per value of the "
+                                       "inputs that decide its shapes, so it has no static code "
+                                       "to save; bind them at import (const_inputs=) to save one")
+
+    def runner(self, device: Device) -> Callable[..., Any]:
+        run = Executor("vm", self.mod, device, self.target).evaluate()
+
+        def regrouped(*args: Any, **kwargs: Any) -> Any:
+            out = run(*args, **kwargs)
+            return ADT(out) if isinstance(out, list) else out
+
+        return regrouped
+
+
+def compile_vm(mod: IRModule | Function, target: Any = None, target_host: Any = None,
+               params: Mapping[str, Any] | None = None) -> Executable:
+    """Compile ``mod`` for the VM (TVM's ``relay.vm.compile``).
+
+    Kiln's VM runs static graphs, so this is :func:`build` packed as a VM :class:`Executable`;
+    a module whose shapes depend on input values (``dyn.specialized_import``) gives an
+    executable that imports and builds it again for each set of those values when run.
+
+    Parameters
+    ----------
+    mod : IRModule or Function
+        The program; ``main`` is run.
+    target : str or Target, optional
+        The CPU target (default: the current one).
+    target_host : optional
+        Accepted for TVM compatibility.
+    params : dict of str to array, optional
+        Values bound to ``main``'s parameters by name.
+
+    Returns
+    -------
+    Executable
+        Run it with ``kiln.runtime.vm.VirtualMachine(exe, kiln.cpu())``.
+    """
+    mod = _as_module(mod, None, "relay.vm.compile")
+    if params:
+        mod = mod.with_function("main", bind_params_by_name(mod["main"], params))
+    mod = InferType()(mod)
+    if specialized_import_call(mod["main"]) is not None:
+        return _SpecializedExecutable(mod, _resolve_target(target))
+    factory = build(mod, target=target, target_host=target_host)
+    return Executable(factory.get_graph_json(), factory.get_lib(), factory.get_params(),
+                      _structure(mod["main"].checked_type.ret_type))  # type: ignore[attr-defined]

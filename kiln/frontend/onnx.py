@@ -18,6 +18,7 @@ The import runs in three steps:
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -51,6 +52,7 @@ from kiln.frontend import (  # noqa: F401  (importing a family registers its con
 from kiln.frontend.common import ImportState, check_input_shape
 from kiln.frontend.onnx_common import (
     CONVERTERS,
+    DynamicValueError,
     InputDependentError,
     NodeContext,
     const,
@@ -70,9 +72,10 @@ from kiln.frontend.onnx_model import (
     schema_function,
     sparse_to_dense,
 )
-from kiln.ir.expr import Constant, Expr, TupleWrapper, Var
+from kiln.ir.expr import Constant, Expr, Function, TupleWrapper, Var
 from kiln.ir.module import IRModule
 from kiln.ir.types import TensorType, np_dtype
+from kiln.op.dyn import SpecializedImport, specialized_import
 
 __all__ = ["from_onnx", "supported_ops"]
 
@@ -131,8 +134,13 @@ def from_onnx(
     mod : IRModule
         ``main`` takes the graph inputs (then the used params) and returns the graph outputs
         (a tuple when there are several); ``mod.attrs["output_names"]`` holds their ONNX names.
+        When shapes or an ``If`` depend on the values of inputs not in ``const_inputs`` and the
+        model declares static output types, ``main`` is one ``dyn.specialized_import`` call
+        that the executors (``relay.create_executor``, the VM) import and build again per set
+        of those values; ``relay.build`` refuses it (:mod:`kiln.op.dyn`).
     params : dict of str to NDArray
-        The params ``main`` takes besides the inputs (empty when ``freeze_params``).
+        The params ``main`` takes besides the inputs (empty when ``freeze_params``, and for a
+        value-specialized ``main``, whose initializers stay in the model).
 
     Examples
     --------
@@ -144,7 +152,62 @@ def from_onnx(
         proto = _export_renamed(proto, export_node_renamed_model_path)
     importer = _Importer(proto, shape or {}, dtype, opset, freeze_params, const_inputs or {})
     importer.convert_config = config
-    return importer.run()
+    try:
+        return importer.run()
+    except (DynamicValueError, InputDependentError) as err:
+        deferred = _value_specialized(proto, shape or {}, dtype, opset, config, const_inputs or {},
+                                      err.inputs)
+        if deferred is None:
+            raise
+        return deferred, {}
+
+
+def _value_specialized(proto: onnx.ModelProto, shape: Mapping[str, Sequence[int]],
+                       dtype: str | Mapping[str, str], opset: int | None,
+                       config: dict[str, Any], const_inputs: Mapping[str, Any],
+                       value_inputs: list[str]) -> IRModule | None:
+    """``main`` as one ``dyn.specialized_import`` of the model, typed by its declared outputs,
+    for a model whose shapes depend on the values of ``value_inputs``; None when an output's
+    declared type is not static (Kiln's types have no ``?`` dims).
+
+    Its executors import the model again with those inputs bound (``const_inputs``) for each
+    distinct set of their values; initializers stay constants in those imports.
+    """
+    out_types = []
+    for vi in proto.graph.output:
+        tt = vi.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
+        if vi.type.WhichOneof("value") != "tensor_type" or not tt.elem_type \
+                or not tt.HasField("shape") or min(dims, default=0) < 0:
+            return None
+        out_types.append(TensorType(tuple(dims), onnx_dtype(tt.elem_type, f"graph output {vi.name!r}")))
+    binder = _Importer(proto, shape, dtype, opset, True, const_inputs)
+    binder.bind_inputs(proto.graph, _Scope())
+    names = [v.name_hint for v in binder.inputs]
+    digest = hashlib.sha256(proto.SerializeToString(deterministic=True))
+    digest.update(repr((sorted(shape.items()), dtype, opset, sorted(config.items()),
+                        sorted((k, np.asarray(v).tobytes()) for k, v in const_inputs.items()))).encode())
+    label = f"onnx model {proto.graph.name!r} (sha256 {digest.hexdigest()[:8]})"
+
+    def specialize(values: Mapping[str, np.ndarray], bound: frozenset[str]
+                   ) -> tuple[IRModule, frozenset[str]]:
+        while True:
+            importer = _Importer(proto, shape, dtype, opset, True,
+                                 {**const_inputs, **{n: values[n] for n in bound}})
+            importer.convert_config = config
+            try:
+                return importer.run()[0], bound
+            except (DynamicValueError, InputDependentError) as err:
+                more = frozenset(err.inputs) - bound
+                if not more or not more <= set(values):
+                    raise
+                bound |= more
+
+    model = SpecializedImport(digest.hexdigest(), label, specialize)
+    call = specialized_import(list(binder.inputs), model, names,
+                              [n for n in value_inputs if n in names], out_types)
+    attrs = {"output_names": tuple(vi.name for vi in proto.graph.output)}
+    return IRModule({"main": Function(list(binder.inputs), call)}, attrs=attrs)
 
 
 # TVM's ``convert_config`` keys and their defaults.

@@ -291,6 +291,7 @@ def _run_kiln(model: onnx.ModelProto, inputs: list[np.ndarray], bound: list[str]
     """
     from kiln.errors import UnsupportedOpError
     from kiln.frontend.onnx import from_onnx
+    from kiln.op.dyn import specialized_import_call
 
     names = _graph_input_names(model)
     values = dict(zip(names, inputs))
@@ -298,7 +299,15 @@ def _run_kiln(model: onnx.ModelProto, inputs: list[np.ndarray], bound: list[str]
         shapes = {n: tuple(np.shape(values[n])) for n in names if n not in bound}
         try:
             mod, params = from_onnx(model, shape=shapes, const_inputs={n: values[n] for n in bound})
-            break
+            deferred = specialized_import_call(mod["main"])
+            if deferred is None:
+                break
+            deciding = deferred[1].value_inputs  # imported per value: bind them instead
+            extra = [n for n in deciding if n not in bound and n in values]
+            if not extra:
+                return "import_error", f"shapes depend on the values of {', '.join(deciding)}"
+            bound.extend(extra)
+            continue
         except _CaseTimeout:
             raise
         except Exception as e:

@@ -16,6 +16,7 @@ family               operators
 ``image``            resize
 ``algorithm``        topk, sort, argsort, cumsum
 ``vision``           detection helpers
+``dyn``              value-specialized imports (shapes decided by input values)
 ===================  ==========================================================================
 """
 
@@ -25,6 +26,7 @@ from kiln.op import (
     algorithm,
     conv,
     deformable_conv,
+    dyn,
     elemwise,
     image,
     nn,

@@ -117,7 +117,7 @@ def __getattr__(name: str) -> typing.Any:
 
         return getattr(span, name)
     if name in ("backend", "frontend", "testing", "build_module", "ty", "dataflow_pattern",
-                "expr", "scope_builder", "qnn", "quantize"):
+                "expr", "scope_builder", "qnn", "quantize", "vm"):
         import importlib
 
         return importlib.import_module(f"kiln.relay.{name}")

@@ -33,7 +33,15 @@ _LAZY = {
 }
 
 
+# submodules reached as attributes, as TVM's are (``tvm.runtime.vm.VirtualMachine``)
+_SUBMODULES = ("container", "vm")
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"kiln.runtime.{name}")
     if name in _LAZY:
         import importlib
 

@@ -24,7 +24,7 @@ from kiln.runtime.export import (
 )
 from kiln.runtime.graph_executor import GraphExecutor
 from kiln.runtime.graph_json import GraphJSON, parse_graph_json
-from kiln.runtime.module import Module, library_kind_of, registered_library_kinds
+from kiln.runtime.module import Module, check_fcompile, library_kind_of, registered_library_kinds
 from kiln.runtime.ndarray import Device, NDArray
 from kiln.runtime.params import as_numpy, save_param_dict
 
@@ -143,7 +143,8 @@ class GraphExecutorFactoryModule(Module):
         return encode_module_blob(ModuleBlob(self.graph_json, self.params, self.libmod_name,
                                              metadata))
 
-    def export_library(self, file_name: str | Path) -> None:
+    def export_library(self, file_name: str | Path, fcompile: Any = None, addons: Any = None,
+                       workspace_dir: Any = None, **kwargs: Any) -> None:
         """Write one self-contained file that ``kiln.runtime.load_module`` reads back.
 
         Parameters
@@ -151,6 +152,10 @@ class GraphExecutorFactoryModule(Module):
         file_name : str or Path
             Where to write: a shared library for compiled kernels, Kiln's portable container for
             a library of a registered kind (the ``numpy`` target's).
+        fcompile, addons, workspace_dir, **kwargs : optional
+            Accepted for TVM compatibility (its compiler hook and options such as
+            ``options=[...]``): Kiln links with its own toolchain and flags, and refuses a
+            callable ``fcompile``.
 
         Raises
         ------
@@ -160,6 +165,7 @@ class GraphExecutorFactoryModule(Module):
         """
         from kiln.runtime.native import NativeLibrary
 
+        check_fcompile(fcompile)
         path = Path(file_name)
         blob = self.module_blob()
         extra = _imported_native_libraries(self.lib)

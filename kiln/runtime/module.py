@@ -42,6 +42,7 @@ __all__ = [
     "Module",
     "Signature",
     "check_args",
+    "check_fcompile",
     "library_kind",
     "library_kind_of",
     "load_module",
@@ -140,13 +141,23 @@ class Module:
                     return kernel
         return None
 
-    def export_library(self, file_name: str | Path) -> None:
+    def export_library(self, file_name: str | Path, fcompile: Any = None, addons: Any = None,
+                       workspace_dir: Any = None, **kwargs: Any) -> None:
         """Write the module to one self-contained file (only build results can be exported)."""
+        check_fcompile(fcompile)
         raise KilnError(f"Module[{self.type_key}] cannot be exported; export the factory module "
                         "that relay.build returned")
 
     def __repr__(self) -> str:
         return f"Module({self.type_key}, {id(self):#x})"
+
+
+def check_fcompile(fcompile: Any) -> None:
+    """``export_library``'s ``fcompile``: TVM's compiler hook. None or False (the default
+    toolchain) is accepted; a callable is refused, Kiln links with its own toolchain."""
+    if fcompile not in (None, False):
+        raise KilnError("export_library(fcompile=...): Kiln links with its own C toolchain "
+                        "(kiln.runtime.toolchain); leave fcompile unset")
 
 
 class Kernel(abc.ABC):

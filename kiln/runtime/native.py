@@ -39,7 +39,15 @@ from kiln.config import settings
 from kiln.errors import CPUFeatureError, RuntimeFormatError
 from kiln.runtime.export import BLOB_SYMBOL, decode_module_blob
 from kiln.runtime.isa import X86_MACRO_FEATURES
-from kiln.runtime.module import Kernel, KernelError, KernelLibrary, Module, Signature, check_args
+from kiln.runtime.module import (
+    Kernel,
+    KernelError,
+    KernelLibrary,
+    Module,
+    Signature,
+    check_args,
+    check_fcompile,
+)
 
 __all__ = ["NativeKernel", "NativeLibrary", "PlanEntry", "RunPlan", "check_elf", "cpu_features",
            "library_features", "missing_cpu_features"]
@@ -411,7 +419,8 @@ class NativeLibrary(KernelLibrary):
             texts.append(src.read_text())
         return "\n".join(texts)
 
-    def export_library(self, file_name: str | Path) -> None:
+    def export_library(self, file_name: str | Path, fcompile: Any = None, addons: Any = None,
+                       workspace_dir: Any = None, **kwargs: Any) -> None:
         """Write the kernels (without a graph) as one shared library, with those of the compiled
         libraries it imports (external-compiler regions), as TVM's ``export_library``.
 
@@ -420,7 +429,12 @@ class NativeLibrary(KernelLibrary):
         file_name : str or Path
             The ``.so`` to write: linked again from the sources when they are known, otherwise a
             copy of the loaded file.
+        fcompile, addons, workspace_dir, **kwargs : optional
+            Accepted for TVM compatibility (its compiler hook and options such as
+            ``options=[...]``): Kiln links with its own toolchain and flags, and refuses a
+            callable ``fcompile``.
         """
+        check_fcompile(fcompile)
         from kiln.runtime.factory import _imported_native_libraries
 
         path = Path(file_name)

@@ -16,6 +16,7 @@ from kiln.frontend.onnx import from_onnx
 from kiln.frontend.onnx_common import DynamicValueError, InputDependentError
 from kiln.interpreter import evaluate
 from kiln.ir import Call, Constant, Var, post_order
+from kiln.op.dyn import ValueSpecializationError
 from tests.frontend._onnx_helpers import init, make_model, node, run_kiln, run_ort, value_info
 
 
@@ -260,10 +261,21 @@ def test_if_with_bound_condition_is_inlined(sr):
     assert names <= {"branch/then_branch/Mul_0", "branch/else_branch/Neg_0"}
 
 
-def test_if_on_graph_input_with_differently_typed_branches_is_unsupported():
+def test_if_on_graph_input_with_differently_typed_branches():
     model = _if_model()
     else_g = next(a.g for a in model.graph.node[1].attribute if a.name == "else_branch")
     else_g.node[0].CopyFrom(node("Concat", ["x", "x"], ["e"], axis=0))  # (6,): not the then type
+    # the declared output type (3,) makes it a value-specialized import: the executor imports
+    # it per condition value, and the branch that contradicts the declaration is an error
+    mod, _ = from_onnx(model)
+    f = relay.create_executor("vm", mod=mod, target="llvm").evaluate()
+    x = np.array([1.0, -2.0, 3.0], np.float32)
+    sr = np.array(16000, np.int64)
+    np.testing.assert_allclose(f(x, sr).numpy(), run_ort(model, {"x": x, "sr": sr})[0])
+    with pytest.raises(ValueSpecializationError, match=r"declares output type Tensor\[\(3\)"):
+        f(x, np.array(4000, np.int64))
+    # without a static declared type there is nothing to type main with
+    model.graph.output[0].CopyFrom(value_info("y", np.float32, None))
     with pytest.raises(InputDependentError, match="'branch'.*'sr'.*different types") as err:
         from_onnx(model)
     assert isinstance(err.value, UnsupportedOpError) and err.value.inputs == ["sr"]

@@ -67,6 +67,8 @@ def check_graph_executor_result(mod: Any, map_inputs: dict[str, Any], out_shape:
     rt_mod = graph_executor.create(factory.graph_json, lib, device)
     for name, data in map_inputs.items():
         rt_mod.set_input(name, data)
+    for name, value in factory.get_params().items():  # as TVM's helper does: Kiln keeps the
+        rt_mod.set_input(name, value)  # constants of external functions in the params
     rt_mod.run()
     out = rt_mod.get_output(0, kiln.nd.empty(out_shape, device=device))
     assert_allclose(out.numpy(), result, rtol=tol, atol=tol)
