@@ -64,6 +64,7 @@ from kiln.frontend.onnx_model import (
     LOOP_DETAIL,
     check_model,
     converter_key,
+    domain_versions,
     find_unsupported,
     function_opset,
     load_model,
@@ -280,6 +281,7 @@ class _Importer(ImportState):
         self.opset = model_opset(proto, opset)
         self.const_inputs = dict(const_inputs)
         self.functions = {(f.domain, f.name): f for f in proto.functions}
+        self.domains = domain_versions(proto)
         self.checker_note = ""
         self.convert_config: dict[str, Any] = dict(CONVERT_CONFIG_DEFAULTS)
 
@@ -350,10 +352,13 @@ class _Importer(ImportState):
         given shape cannot contradict the model: one element given for a one-element input,
         and any shape for an input no node reads.
         """
-        if vi.type.WhichOneof("value") not in (None, "tensor_type"):
-            raise FrontendError(f"graph input {vi.name!r} is a {vi.type.WhichOneof('value')}; "
-                                "Kiln takes tensor inputs only")
+        kind = vi.type.WhichOneof("value")
         tt = vi.type.tensor_type
+        if kind == "optional_type" and vi.type.optional_type.elem_type.HasField("tensor_type"):
+            tt = vi.type.optional_type.elem_type.tensor_type  # fed with a value: that tensor
+        elif kind not in (None, "tensor_type"):
+            raise FrontendError(f"graph input {vi.name!r} is a {kind}; Kiln takes tensor inputs "
+                                "(or optional tensors given a value) only")
         if isinstance(self.dtype, Mapping) and vi.name in self.dtype:
             dtype = str(self.dtype[vi.name])
         elif tt.elem_type:
@@ -471,7 +476,7 @@ class _Importer(ImportState):
             if isinstance(result, Expr):
                 return [result]
             return list(result)
-        body = schema_function(ctx)
+        body = schema_function(ctx, self.domains.get(node.domain))
         if body is None:
             raise ctx.unsupported("no converter and no ONNX function definition")
         return self.expand_function(body, ctx, source)

@@ -1,5 +1,5 @@
 """ONNX converters: convolutions and pooling (Conv, ConvTranspose, MaxPool, AveragePool, LpPool,
-GlobalAveragePool, GlobalMaxPool) and Col2Im.
+GlobalAveragePool, GlobalMaxPool, MaxUnpool) and Col2Im.
 
 ONNX's ``pads`` list ``[x1_begin, x2_begin, ..., x1_end, x2_end, ...]`` is relay's padding order
 for 1-, 2- and 3-d ops. ``auto_pad`` (SAME_UPPER, SAME_LOWER, VALID) is resolved to explicit pads
@@ -283,3 +283,33 @@ def _col2im(ctx: NodeContext) -> Expr:
     out = reshape_to(ctx, out, (n, c, *padded))
     return static_slice(ctx, out, list(range(2, 2 + nd)), pads[:nd],
                         [pads[i] + image[i] for i in range(nd)])
+
+
+@converter("MaxUnpool", needs=("scatter_elements", "reshape"))
+def _max_unpool(ctx: NodeContext) -> Expr:
+    """MaxPool's inverse: every value written at the flat output position its index names (the
+    indices MaxPool returns count over the whole output tensor), zeros elsewhere. The output shape
+    is ``output_shape`` (input 2, known at import) or the shape a MaxPool with these attributes
+    would have pooled from."""
+    from kiln.op import transform as tf
+
+    x, index = ctx.input(0), ctx.input(1)
+    shape = ctx.shape(x)
+    if ctx.shape(index) != shape:
+        raise ctx.error(f"indices of shape {ctx.shape(index)} must match the data's {shape}")
+    nd = len(shape) - 2
+    kernel = [int(k) for k in ctx.attr("kernel_shape")]
+    strides = [int(s) for s in ctx.attr("strides", [1] * nd)]
+    pads = [int(p) for p in ctx.attr("pads", [0] * (2 * nd))]
+    if ctx.has_input(2):
+        out_shape = tuple(ctx.ints(2, "output_shape"))
+    else:
+        out_shape = (*shape[:2], *((shape[2 + i] - 1) * strides[i] - pads[i] - pads[nd + i] + kernel[i]
+                                   for i in range(nd)))
+    if len(out_shape) != len(shape) or out_shape[:2] != shape[:2]:
+        raise ctx.error(f"output_shape {list(out_shape)} must keep the rank and the first two dims "
+                        f"of the data's shape {list(shape)}")
+    size, count = int(np.prod(out_shape)), int(np.prod(shape))
+    flat = tf.scatter_elements(const(np.zeros(size), ctx.dtype(x)),
+                               reshape_to(ctx, index, (count,)), reshape_to(ctx, x, (count,)), axis=0)
+    return reshape_to(ctx, flat, out_shape)

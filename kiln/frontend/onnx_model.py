@@ -170,9 +170,15 @@ def sparse_to_dense(sparse: onnx.SparseTensorProto, what: str) -> np.ndarray:
 
 # --- ONNX's own function definitions -------------------------------------------------------------
 
-def _schema(op_type: str, opset: int) -> Any:
+def domain_versions(proto: onnx.ModelProto) -> dict[str, int]:
+    """The opset version the model imports for each domain other than the default one."""
+    return {imp.domain: int(imp.version) for imp in proto.opset_import
+            if imp.domain not in DEFAULT_DOMAINS}
+
+
+def _schema(op_type: str, opset: int, domain: str = "") -> Any:
     try:
-        return onnx.defs.get_schema(op_type, opset, "")
+        return onnx.defs.get_schema(op_type, opset, domain)
     except Exception:  # onnx.defs.SchemaError: no such op at this opset
         return None
 
@@ -182,8 +188,8 @@ def _function_version(versions: Sequence[int], opset: int) -> int | None:
     return max(usable) if usable else None
 
 
-def _has_schema_function(op_type: str, opset: int) -> bool:
-    schema = _schema(op_type, opset)
+def _has_schema_function(op_type: str, opset: int, domain: str = "") -> bool:
+    schema = _schema(op_type, opset, domain)
     if schema is None:
         return False
     return (_function_version(schema.function_opset_versions, opset) is not None
@@ -204,21 +210,27 @@ def _with_schema_defaults(fn: onnx.FunctionProto, schema: Any) -> onnx.FunctionP
     return fn
 
 
-def schema_function(ctx: NodeContext) -> onnx.FunctionProto | None:
+def schema_function(ctx: NodeContext, domain_opset: int | None = None) -> onnx.FunctionProto | None:
     """The function body ONNX defines for ``ctx``'s op at its opset, if any.
 
     Context-dependent bodies (whose nodes depend on input types and attribute values) are built
-    by ONNX from the node, with references to a calling function's attributes resolved.
+    by ONNX from the node, with references to a calling function's attributes resolved. An op of
+    another ONNX domain (``ai.onnx.preview``, ...) is looked up at ``domain_opset``, the version
+    the model imports for that domain.
     """
-    schema = _schema(ctx.op_type, ctx.opset)
+    domain = "" if ctx.node.domain in DEFAULT_DOMAINS else ctx.node.domain
+    if domain and domain_opset is None:
+        return None
+    opset = domain_opset if domain and domain_opset is not None else ctx.opset
+    schema = _schema(ctx.op_type, opset, domain)
     if schema is None:
         return None
-    version = _function_version(schema.function_opset_versions, ctx.opset)
+    version = _function_version(schema.function_opset_versions, opset)
     fn = onnx.FunctionProto()
     if version is not None:
         fn.ParseFromString(schema.get_function_with_opset_version(version))
         return _with_schema_defaults(fn, schema)
-    version = _function_version(schema.context_dependent_function_opset_versions, ctx.opset)
+    version = _function_version(schema.context_dependent_function_opset_versions, opset)
     if version is None:
         return None
     input_types = []
@@ -250,13 +262,14 @@ def find_unsupported(proto: onnx.ModelProto, opset: int,
                      functions: Mapping[tuple[str, str], onnx.FunctionProto]) -> UnsupportedOpError | None:
     """One error listing every op of ``proto`` Kiln cannot import (with node names), or None."""
     registered = set(all_ops())
+    domains = domain_versions(proto)
     problems: dict[tuple[str, str], list[str]] = {}
     seen: set[tuple[str, str]] = set()
 
     def visit(graph: onnx.GraphProto, prefix: str) -> None:
         for idx, node in enumerate(graph.node):
             name = node_name(node, idx, prefix)
-            detail = _node_problem(node, opset, registered, functions, seen)
+            detail = _node_problem(node, opset, registered, functions, seen, domains)
             if detail is not None:
                 key = (node.op_type if node.domain in DEFAULT_DOMAINS
                        else f"{node.domain}.{node.op_type}", detail)
@@ -280,7 +293,7 @@ def find_unsupported(proto: onnx.ModelProto, opset: int,
 
 def _node_problem(node: onnx.NodeProto, opset: int, registered: set[str],
                   functions: Mapping[tuple[str, str], onnx.FunctionProto],
-                  seen: set[tuple[str, str]]) -> str | None:
+                  seen: set[tuple[str, str]], domains: Mapping[str, int]) -> str | None:
     """Why ``node`` cannot be converted (empty string: no converter at all), or None."""
     key = (node.domain, node.op_type)
     if key in functions:
@@ -289,12 +302,16 @@ def _node_problem(node: onnx.NodeProto, opset: int, registered: set[str],
         seen.add(key)
         fn = functions[key]
         for inner in fn.node:
-            detail = _node_problem(inner, function_opset(fn, opset), registered, functions, seen)
+            detail = _node_problem(inner, function_opset(fn, opset), registered, functions, seen,
+                                   domains)
             if detail is not None:
                 return f"its function body uses {inner.op_type}" + (f" ({detail})" if detail else "")
         return None
     op_type = converter_key(node)
     if node.domain not in DEFAULT_DOMAINS and op_type not in CONVERTERS:
+        version = domains.get(node.domain)
+        if version is not None and _has_schema_function(node.op_type, version, node.domain):
+            return None  # expanded from the function body ONNX defines for it
         return f"domain {node.domain!r} is not supported"
     if op_type in ("Constant", "If", "Loop", "Scan"):
         return None

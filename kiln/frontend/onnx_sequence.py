@@ -6,7 +6,8 @@ import, so Kiln holds it as a :class:`~kiln.ir.expr.Tuple` of its tensors: Seque
 SequenceEmpty, SequenceInsert, SequenceErase and SplitToSequence build tuples,
 SequenceAt takes a field, SequenceLength is a constant, ConcatFromSequence concatenates or
 stacks the fields. Positions must be known at import. Sequences as graph inputs or outputs
-are not supported: a compiled graph exchanges tensors only.
+are not supported: a compiled graph exchanges tensors only. Optional, OptionalHasElement and
+OptionalGetElement work on optionals that hold a value, or are missing inputs.
 """
 
 from __future__ import annotations
@@ -118,3 +119,25 @@ def _concat_from_sequence(ctx: NodeContext) -> Expr:
     if int(ctx.attr("new_axis", 0)):
         return tf.stack(fields, axis=normalize_axis(ctx, int(ctx.attr("axis")), rank + 1))
     return tf.concatenate(fields, axis=normalize_axis(ctx, int(ctx.attr("axis")), rank))
+
+
+# Optionals: Kiln holds an optional that has a value as the value itself (a tensor or a sequence);
+# an empty optional exists only as a missing input, which OptionalHasElement reports as false.
+
+@converter("Optional")
+def _optional(ctx: NodeContext) -> Expr:
+    if not ctx.has_input(0):
+        raise ctx.unsupported("an empty optional (no input) has no value Kiln can hold")
+    return ctx.input(0)
+
+
+@converter("OptionalHasElement")
+def _optional_has_element(ctx: NodeContext) -> Expr:
+    return Constant(np.array(ctx.has_input(0), np.bool_))
+
+
+@converter("OptionalGetElement")
+def _optional_get_element(ctx: NodeContext) -> Expr:
+    if not ctx.has_input(0):
+        raise ctx.error("input 0 (an optional) is required")
+    return ctx.input(0)

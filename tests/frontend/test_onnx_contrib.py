@@ -163,3 +163,33 @@ def test_qgemm(quantized_out: bool, per_column: bool) -> None:
         consts += y
     model, feeds = _ms_model("QGemm", inputs, initializers=consts, alpha=0.5, transB=1)
     _check(model, feeds, rtol=1e-5, atol=0 if quantized_out else 1e-3)
+
+
+@pytest.mark.parametrize("q_heads", [4, 2])
+def test_preview_domain_flex_attention_expands_from_its_onnx_function(q_heads: int) -> None:
+    # ai.onnx.preview.FlexAttention has no Kiln converter: ONNX builds its body (with the
+    # score_mod subgraph inlined) for the node, and Kiln imports that; GQA when q_heads > 2
+    b, kv_heads, sq, skv, d = 1, 2, 3, 5, 4
+    cap = 2.0
+    score_mod = helper.make_graph(
+        [helper.make_node("Div", ["s", "c"], ["t"]), helper.make_node("Tanh", ["t"], ["u"]),
+         helper.make_node("Mul", ["u", "c"], ["out"])], "softcap",
+        [helper.make_tensor_value_info("s", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(np.array(cap, np.float32), "c")])
+    node = helper.make_node("FlexAttention", ["Q", "K", "V"], ["Y"], domain="ai.onnx.preview",
+                            score_mod=score_mod, scale=0.25)
+    shapes = {"Q": [b, q_heads, sq, d], "K": [b, kv_heads, skv, d], "V": [b, kv_heads, skv, d]}
+    graph = helper.make_graph(
+        [node], "flex", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in shapes.items()],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [b, q_heads, sq, d])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26),
+                                                    helper.make_opsetid("ai.onnx.preview", 1)])
+    rng = np.random.default_rng(7)
+    feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in shapes.items()}
+    k = np.repeat(feeds["K"], q_heads // kv_heads, axis=1)
+    v = np.repeat(feeds["V"], q_heads // kv_heads, axis=1)
+    scores = np.tanh(feeds["Q"] @ k.transpose(0, 1, 3, 2) * 0.25 / cap) * cap
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    want = probs / probs.sum(-1, keepdims=True) @ v
+    np.testing.assert_allclose(run_kiln(model, feeds)[0], want, rtol=1e-5, atol=1e-6)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
-from tests.frontend._onnx_helpers import Const, check_node
+from tests.frontend._onnx_helpers import Const, check_node, run_kiln, run_ort
 
 RNG = np.random.default_rng(2)
 
@@ -114,3 +115,27 @@ def test_col2im(attrs):
     x = _rand((2, 3 * 6, counts[0] * counts[1]))
     check_node("Col2Im", [x, Const(np.array(image, np.int64)), Const(np.array(block, np.int64))], attrs,
                opset=18, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("with_shape", [False, True])
+def test_max_unpool_inverts_max_pool(with_shape):
+    # values and indices of a MaxPool (run by onnxruntime: Kiln's MaxPool has no Indices output)
+    # (an odd-sized image needs output_shape: the default unpooled size is the even one)
+    out = [2, 3, 5, 7] if with_shape else [2, 3, 4, 6]
+    pool = helper.make_graph(
+        [helper.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=[2, 2], strides=[2, 2])], "pool",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, out)],
+        [helper.make_tensor_value_info("p", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("i", TensorProto.INT64, None)])
+    x = np.random.default_rng(3).standard_normal(out).astype(np.float32)
+    p, i = run_ort(helper.make_model(pool, opset_imports=[helper.make_opsetid("", 11)]), {"x": x})
+    node = helper.make_node("MaxUnpool", ["p", "i", "shape"] if with_shape else ["p", "i"], ["y"],
+                            kernel_shape=[2, 2], strides=[2, 2])
+    inits = [numpy_helper.from_array(np.array(out, np.int64), "shape")] if with_shape else []
+    graph = helper.make_graph([node], "unpool",
+                              [helper.make_tensor_value_info("p", TensorProto.FLOAT, p.shape),
+                               helper.make_tensor_value_info("i", TensorProto.INT64, i.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    feeds = {"p": p, "i": i}
+    np.testing.assert_array_equal(run_kiln(model, feeds)[0], run_ort(model, feeds)[0])

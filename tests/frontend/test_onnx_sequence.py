@@ -112,3 +112,24 @@ def test_position_from_a_graph_input_must_be_bound():
     x = np.ones((2, 3, 4), F32)
     got = run_kiln(model, {"x": x}, const_inputs={"p": np.array(2, np.int64)})
     np.testing.assert_array_equal(got[0], run_ort(model, {"x": x, "p": np.array(2, np.int64)})[0])
+
+
+def test_optionals_holding_a_tensor():
+    x_opt = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    opt_type = helper.make_optional_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, [2, 3]))
+    nodes = [helper.make_node("Optional", ["x"], ["o"]),
+             helper.make_node("OptionalGetElement", ["o"], ["v"]),
+             helper.make_node("OptionalGetElement", ["w"], ["wv"]),
+             helper.make_node("Add", ["v", "wv"], ["y"]),
+             helper.make_node("OptionalHasElement", ["w"], ["has"]),
+             helper.make_node("OptionalHasElement", [], ["none"])]
+    graph = helper.make_graph(nodes, "opt", [x_opt, helper.make_value_info("w", opt_type)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]),
+                               helper.make_tensor_value_info("has", TensorProto.BOOL, []),
+                               helper.make_tensor_value_info("none", TensorProto.BOOL, [])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32),
+             "w": rng.standard_normal((2, 3)).astype(np.float32)}
+    for got, want in zip(run_kiln(model, feeds), run_ort(model, feeds)):
+        np.testing.assert_array_equal(got, want)
