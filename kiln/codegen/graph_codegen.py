@@ -315,11 +315,18 @@ class _GraphBuilder:
         self.refs[id(call)] = self.add_node(node, call)
 
     def build(self, output_names: Sequence[str] | None = None) -> LoweredGraph:
+        taken: set[str] = set()
         for p in self.main.params:
             if not isinstance(p.checked_type, TensorType):
                 raise KilnError(f"graph codegen: input %{p.name_hint} has type {p.checked_type}; "
                                 "graph executor inputs must be tensors")
-            self.refs[id(p)] = self.add_node(Node.input(p.name_hint), p)
+            # distinct variables sharing a name (relay allows it) become name, name_1, ...
+            name, k = p.name_hint, 0
+            while name in taken:
+                k += 1
+                name = f"{p.name_hint}_{k}"
+            taken.add(name)
+            self.refs[id(p)] = self.add_node(Node.input(name), p)
         for node in post_order(self.main.body, into_functions=False):
             if isinstance(node, (Op, GlobalVar, Function)) or id(node) in self.refs:
                 continue

@@ -133,6 +133,9 @@ class Token:
         return f"`{self.kind}`"
 
 
+# dtypes written as a bare kind, read as TVM's String2DLDataType reads them (32 bits)
+_BARE_DTYPES = {"int": "int32", "uint": "uint32", "float": "float32"}
+
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\"}
 
 
@@ -840,7 +843,8 @@ class _Parser:
 
     def dtype(self, tok: Token) -> str:
         try:
-            return as_dtype(tok.value)
+            # TVM reads a bare kind as its 32-bit type (String2DLDataType: "int" is int32)
+            return as_dtype(_BARE_DTYPES.get(tok.value, tok.value))
         except (KeyError, ValueError, TypeError):
             self.error(tok, f"unknown dtype `{tok.value}`")
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
-from kiln.ir.expr import Expr, Function, Let, Var
+from kiln.ir.analysis import free_vars
+from kiln.ir.expr import Call, Expr, Function, Let, Var
 from kiln.ir.module import IRModule
 from kiln.ir.visitor import children, post_order, rewrite
 from kiln.transform.pass_infra import FunctionPass, PassContext, PassInfo
@@ -29,13 +30,16 @@ def var_uses(expr: Expr) -> Counter[int]:
     """How many times each variable (by ``id``) is read in ``expr`` (bindings do not count)."""
     uses: Counter[int] = Counter()
     for node in post_order(expr):
-        for c in children(node):
-            if not isinstance(c, Var):
-                continue
-            if (isinstance(node, Let) and c is node.var) or (isinstance(node, Function) and
-                                                              c in node.params):
-                continue
-            uses[id(c)] += 1
+        read = children(node)
+        if isinstance(node, Let):
+            read = read[1:]  # the bound variable; the value and body may read it (e.g. ``%c``)
+        elif isinstance(node, Function):
+            read = read[len(node.params):]  # the parameters; the body may be one of them
+        if isinstance(node, Call) and isinstance(node.op, Var):
+            read = (node.op, *read)  # a call through a variable (not a child: a callee)
+        for c in read:
+            if isinstance(c, Var):
+                uses[id(c)] += 1
     return uses
 
 
@@ -81,19 +85,32 @@ def dead_code_elimination(expr: Expr, inline_once: bool = False) -> Expr:
         The cleaned expression.
     """
     while True:
-        out = _rewrite_lets(expr, *_use_predicates(var_uses(expr), inline_once))
+        out = _rewrite_lets(expr, *_use_predicates(var_uses(expr), _captured(expr), inline_once))
         if out is expr:
             return out
         expr = out
 
 
-def _use_predicates(uses: Counter[int], inline_once: bool) -> tuple[Callable[[Let], bool],
-                                                                       Callable[[Let], bool]]:
+def _captured(expr: Expr) -> set[int]:
+    """Variables (by ``id``) a function literal inside ``expr`` reads from outside itself, and
+    variables called as functions: their bindings are not substituted (a use inside a function
+    may run many times; a callee is not a graph value)."""
+    out: set[int] = set()
+    for node in post_order(expr):
+        if isinstance(node, Function) and node is not expr:
+            out.update(id(v) for v in free_vars(node))
+        elif isinstance(node, Call) and isinstance(node.op, Var):
+            out.add(id(node.op))
+    return out
+
+
+def _use_predicates(uses: Counter[int], captured: set[int], inline_once: bool
+                    ) -> tuple[Callable[[Let], bool], Callable[[Let], bool]]:
     def unused(let: Let) -> bool:
         return uses[id(let.var)] == 0
 
     def used_once(let: Let) -> bool:
-        return inline_once and uses[id(let.var)] == 1
+        return inline_once and uses[id(let.var)] == 1 and id(let.var) not in captured
 
     return unused, used_once
 

@@ -251,3 +251,16 @@ def test_equal_constants_are_one_param() -> None:
     gm.set_input("x", xv)
     gm.run()
     np.testing.assert_allclose(gm.get_output(0).numpy(), want * 2, rtol=1e-5)
+
+
+def test_inputs_sharing_a_name_get_distinct_graph_names():
+    x = relay.var("x", shape=(2, 3))
+    w1, w2 = relay.var("w", shape=(2, 3)), relay.var("w", shape=(2, 3))
+    mod = tvm.IRModule.from_expr(relay.Function([x, w1, w2], relay.subtract(relay.add(x, w1), w2)))
+    lib = relay.build(mod, target="c")
+    graph = json.loads(lib.get_graph_json())
+    assert [graph["nodes"][i]["name"] for i in graph["arg_nodes"]] == ["x", "w", "w_1"]
+    m = tvm.contrib.graph_executor.GraphModule(lib["default"](tvm.cpu()))
+    a, b, c = (np.full((2, 3), v, np.float32) for v in (1.0, 2.0, 5.0))
+    m.run(x=a, w=b, w_1=c)
+    np.testing.assert_array_equal(m.get_output(0).numpy(), a + b - c)

@@ -50,3 +50,41 @@ def test_inputs_are_not_mutated():
     x, body = _lets()
     run_unchanged_input(DeadCodeElimination(), module(body, [x]))
     run_unchanged_input(ToGraphNormalForm(), module(body, [x]))
+
+
+def test_a_binding_whose_body_is_its_variable_is_kept(rng):
+    # ``let %c = exp(%x); %c``: the body reads %c (it used to count as unused and leave %c free)
+    x, c = relay.var("x", shape=(3,)), relay.var("c", shape=(3,))
+    before = module(relay.Let(c, relay.exp(x), c), [x])
+    after = apply(DeadCodeElimination(), before)
+    assert [n.var.name_hint for n in post_order(after["main"]) if isinstance(n, Let)] == ["c"]
+    assert_same_values(before, after, random_inputs(before, rng))
+    identity = module(x, [x])  # a function whose body is its parameter
+    assert_structural_equal(apply(DeadCodeElimination(inline_once=True), identity), identity)
+
+
+def test_called_and_captured_bindings_stay_bound():
+    # %f is only ever a callee, and %x is read inside %f: neither is a single graph use
+    before = relay.parse("""
+    #[version = "0.0.5"]
+    def @main(%a: Tensor[(3), float32]) {
+        let %x = exp(%a);
+        let %f = fn (%y: Tensor[(3), float32]) -> Tensor[(3), float32] {
+          let %z = add(%y, %y);
+          add(%x, %z)
+        };
+        (%f(%a), %f(%x))
+    }
+    """)
+    expected = relay.parse("""
+    #[version = "0.0.5"]
+    def @main(%a: Tensor[(3), float32]) {
+        let %x = exp(%a);
+        let %f = fn (%y: Tensor[(3), float32]) -> Tensor[(3), float32] {
+          add(%x, add(%y, %y))
+        };
+        (%f(%a), %f(%x))
+    }
+    """)
+    after = apply(DeadCodeElimination(inline_once=True), before)
+    assert_structural_equal(after, apply(relay.transform.InferType(), expected), map_free_vars=True)
