@@ -65,7 +65,7 @@ def get_global_func(name: str, allow_missing: bool = False) -> Any:
 _LAZY_SUBMODULES = frozenset({
     "_ffi", "analysis", "auto_scheduler", "autotvm", "build_module", "codegen", "config", "contrib",
     "instrument",
-    "debug", "driver", "errors", "frontend", "interpreter", "op", "progress", "rpc", "target", "te",
+    "debug", "driver", "error", "errors", "frontend", "interpreter", "op", "progress", "rpc", "target", "te",
     "support", "tir", "topi", "parser",
 })
 

@@ -14,7 +14,7 @@ Python arithmetic on expressions builds calls, as relay's ``ExprWithOp`` does: `
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -210,6 +210,28 @@ class Op(Expr):
 
     def replace(self, **changes: Any) -> Expr:
         return self if not changes or changes == {"name": self.name} else Op.get(changes["name"])
+
+    # TVM's registration methods for operators declared in Python (``relay.op.op.register``);
+    # they change the operator's registry entry, not this node.
+    def set_num_inputs(self, n: int) -> None:
+        """Declare the operator's number of arguments."""
+        self.op_def.num_inputs = int(n)
+
+    def add_argument(self, name: str, type_key: str, description: str) -> None:
+        """Document an argument (appended to the operator's ``arguments``)."""
+        self.op_def.arguments = (*self.op_def.arguments, (name, type_key, description))
+
+    def add_type_rel(self, rel_name: str, type_rel_func: Callable[..., Any] | None = None) -> None:
+        """Give the operator a type relation: a function, or a name (``"Identity"``, ``"Broadcast"``)."""
+        from kiln.ir.op_table import set_type_relation
+
+        set_type_relation(self.name, rel_name, type_rel_func)
+
+    def set_support_level(self, level: int) -> None:
+        """TVM's documentation level: accepted, Kiln has no use for it."""
+
+    def set_attrs_type_key(self, key: str) -> None:
+        """TVM's attrs type key: accepted; calls of Python-declared operators take any attrs."""
 
     def _short(self) -> str:
         return f"Op({self.name})"

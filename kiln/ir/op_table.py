@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from kiln.errors import ExternalTargetError, UnknownOpError
+from kiln.errors import ExternalTargetError, KilnError, KilnTypeError, UnknownOpError
 from kiln.ir.expr import Call, Expr, Op
 
 __all__ = [
@@ -32,7 +32,9 @@ __all__ = [
     "op_definitions",
     "register_op_attr",
     "register_op_def",
+    "register_type_relation",
     "set_op_attr",
+    "set_type_relation",
     "unregister_op_def",
 ]
 
@@ -47,6 +49,7 @@ class OpDefinition(Protocol):
 _OPS: dict[str, Op] = {}
 _DEFS: dict[str, Any] = {}
 _ATTRS: dict[str, dict[str, Any]] = {}  # attribute key -> {op name: value}
+_RELATIONS: dict[str, Callable[[list[Any], Any], Any]] = {}  # TVM's named relations: "Identity", ...
 
 
 def register_op_def(definition: OpDefinition) -> Op:
@@ -96,6 +99,37 @@ def op_definition(name: str) -> Any:
 def op_definitions() -> dict[str, Any]:
     """Every registered operator's definition, by name."""
     return dict(_DEFS)
+
+
+def register_type_relation(name: str, rel: Callable[[list[Any], Any], Any]) -> None:
+    """Name a type relation (TVM's ``"Identity"``, ``"Broadcast"``) for :func:`set_type_relation`."""
+    _RELATIONS[name] = rel
+
+
+def set_type_relation(op_name: str, rel_name: str,
+                      rel: Callable[[list[Any], Any], Any] | None = None) -> None:
+    """Give operator ``op_name`` the type relation ``rel``, or the one named ``rel_name``
+    (TVM's ``Op.add_type_rel``): ``rel(arg_types, attrs)`` returns the result type.
+
+    Raises
+    ------
+    KilnTypeError
+        (when the operator is type-checked) the relation returned no type.
+    """
+    if rel is None:
+        if rel_name not in _RELATIONS:
+            raise KilnError(f"add_type_rel({rel_name!r}) of {op_name}: no type relation of that "
+                            f"name; Kiln names {', '.join(sorted(_RELATIONS))}, or pass a function")
+        rel = _RELATIONS[rel_name]
+    user_rel = rel
+
+    def checked(arg_types: list[Any], attrs: Any) -> Any:
+        out = user_rel(arg_types, attrs)
+        if out is None:
+            raise KilnTypeError(f"type relation {rel_name!r} of {op_name} returned no type")
+        return out
+
+    op_definition(op_name).type_rel = checked
 
 
 def call_op(name: str, args: list[Expr], **attrs: Any) -> Call:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from kiln.errors import KilnTypeError
+from kiln.errors import KilnError, KilnTypeError
 from kiln.ir import op_table
 from kiln.ir.attrs import Attrs
 from kiln.ir.expr import Call, Expr, Op
@@ -35,6 +35,7 @@ __all__ = [
     "get_op_def",
     "make_call",
     "register_op",
+    "register_python_op",
 ]
 
 
@@ -90,6 +91,8 @@ class OpDef:
     stateful : bool
         Its result is not a function of its arguments alone (``nn.dropout`` in training): never
         folded or deduplicated.
+    arguments : tuple of (name, type, description)
+        Its documented arguments (TVM's ``add_argument``; operators declared in Python).
     reshape_only : bool
         It only reinterprets the shape of a dense buffer (TVM's ``TReshapeOp``): the value of
         ``reshape``, ``squeeze``, ... is its argument's buffer, so chains of them collapse and a
@@ -116,6 +119,7 @@ class OpDef:
     stateful: bool = False
     infer_args: ArgRel | None = None
     reshape_only: bool = False
+    arguments: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def op(self) -> Op:
@@ -193,6 +197,32 @@ def register_op(
     return op_def
 
 
+def register_python_op(name: str, describe: str = "") -> OpDef:
+    """Declare an operator from a script (TVM's ``relay.op.op.register``), to be given its
+    arguments and type relation with the :class:`~kiln.ir.expr.Op` methods (``set_num_inputs``,
+    ``add_type_rel``, ...). It type-checks and partitions like any operator; it has no kernel,
+    so evaluating or compiling a call of it is an error naming it.
+
+    Raises
+    ------
+    KilnError
+        ``name`` is already registered.
+    """
+    if name in op_table.op_definitions():
+        raise KilnError(f"Operator {name} is registered before")
+
+    def no_relation(_types: list[Type], _attrs: Any) -> Type:
+        raise KilnTypeError(f"operator {name} has no type relation yet (Op.add_type_rel)")
+
+    def no_kernel(_arrays: list[np.ndarray], _attrs: Any, _ty: Type) -> Any:
+        raise KilnError(f"operator {name} was declared in Python without a kernel: Kiln can "
+                        "type-check and partition its calls (e.g. for an external compiler), not "
+                        "evaluate them")
+
+    return register_op(name, num_inputs=-1, type_rel=no_relation, reference=no_kernel,
+                       pattern=OpPattern.OPAQUE, doc=describe.strip(), layout="")
+
+
 def get_op_def(name: str) -> OpDef:
     """The registry entry of operator ``name`` (an ``UnknownOpError``, a ``KeyError``, if none)."""
     op_def: OpDef = op_table.op_definition(name)
@@ -258,3 +288,8 @@ def normalize_axis(axis: int, ndim: int, op: str) -> int:
     if not -ndim <= axis < max(ndim, 1):
         raise KilnTypeError(f"{op}: axis {axis} is out of range for a {ndim}-d tensor")
     return axis % ndim if ndim else 0
+
+
+# TVM's named type relations for operators declared in Python (``Op.add_type_rel("Identity")``).
+op_table.register_type_relation("Identity", lambda types, attrs: types[0])
+op_table.register_type_relation("Broadcast", lambda types, attrs: get_op_def("add").type_rel(types, None))

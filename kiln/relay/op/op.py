@@ -3,8 +3,10 @@
 Kiln's operators are registered in Python (:mod:`kiln.op.registry`): ``get``, ``OpPattern`` and
 ``register_op_attr`` (external targets) work as TVM's, and so do the layout hooks the layout passes
 call (``register_alter_op_layout``, ``register_convert_op_layout``,
-``register_infer_correct_layout``). TVM's other hooks that plug C++-side callbacks into an operator
-(compute, strategy, ...) have no counterpart: calling one raises a :class:`~kiln.errors.KilnError`
+``register_infer_correct_layout``). ``register`` declares an operator with a type relation but no
+kernel (for type checking and partitioning), with ``register_pattern`` and ``register_stateful``.
+TVM's other hooks that plug C++-side callbacks into an operator (compute, strategy, ...) have no
+counterpart: calling one raises a :class:`~kiln.errors.KilnError`
 naming the hook, so a script imports and only the use fails.
 """
 
@@ -16,7 +18,7 @@ from typing import Any
 from kiln.errors import KilnError
 from kiln.ir.expr import Op
 from kiln.ir.op_table import set_op_attr
-from kiln.op.registry import OpPattern
+from kiln.op.registry import OpPattern, get_op_def, register_python_op
 from kiln.relay.op.contrib.register import register_op_attr
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "register_legalize",
     "register_op_attr",
     "register_pattern",
+    "register_stateful",
     "register_strategy",
 ]
 
@@ -49,8 +52,24 @@ def _unsupported(hook: str) -> Callable[..., Any]:
     return hook_fn
 
 
-register = _unsupported("register")
-register_pattern = _unsupported("register_pattern")
+def register(op_name: str, describe: str = "") -> Op:
+    """Declare an operator from Python (TVM's ``reg.register``): give it arguments and a type
+    relation with ``get(op_name).set_num_inputs(...)``, ``.add_type_rel(...)``; it type-checks
+    and can be partitioned, but has no kernel (:func:`kiln.op.registry.register_python_op`)."""
+    register_python_op(op_name, describe)
+    return Op.get(op_name)
+
+
+def register_pattern(op_name: str, pattern: int, level: int = 10) -> None:
+    """Set the operator's fusion pattern (``OpPattern``)."""
+    get_op_def(op_name).pattern = OpPattern(int(pattern))
+
+
+def register_stateful(op_name: str, stateful: bool, level: int = 10) -> None:
+    """Mark the operator stateful (never folded or deduplicated) or not."""
+    get_op_def(op_name).stateful = bool(stateful)
+
+
 register_compute = _unsupported("register_compute")
 register_strategy = _unsupported("register_strategy")
 
