@@ -290,7 +290,9 @@ def _max_unpool(ctx: NodeContext) -> Expr:
     """MaxPool's inverse: every value written at the flat output position its index names (the
     indices MaxPool returns count over the whole output tensor), zeros elsewhere. The output shape
     is ``output_shape`` (input 2, known at import) or the shape a MaxPool with these attributes
-    would have pooled from."""
+    would have pooled from. With ``output_shape``, indices address that shape, as onnxruntime and
+    PyTorch read them (the indices of a MaxPool over an odd-sized image); ONNX's reference
+    instead scatters into the default shape and pads, which its one test case encodes."""
     from kiln.op import transform as tf
 
     x, index = ctx.input(0), ctx.input(1)
