@@ -167,7 +167,8 @@ def _print_profile(factory: GraphExecutorFactoryModule, images: np.ndarray) -> N
         report = debug.profile(number=3, repeat=3)
     print("profile    top kernels (debug executor, per-node times):")
     for row in sorted(report.rows, key=lambda r: -r.mean_us)[:3]:
-        roof = (f"  [{row.gflops:.1f} GFLOP/s, {row.roof_percent:.0f}% of the roofline, {row.bound} bound]"
+        where = "data in cache, vs the FMA peak" if row.bound == "cache" else f"{row.bound} bound"
+        roof = (f"  [{row.gflops:.1f} GFLOP/s, {row.roof_percent:.0f}% of the roofline, {where}]"
                 if row.flops and row.roof_percent is not None else "")
         print(f"           {row.mean_us:9.1f} us {row.percent:5.1f}%  {row.func}  "
               f"<- {', '.join(row.source_names) or '-'}{roof}")

@@ -76,9 +76,11 @@ class ProfileRow:
         Achieved GFLOP/s and GB/s (from the mean time).
     roof_percent : float or None
         Share of what the machine allows at this kernel's arithmetic intensity,
-        ``min(FMA peak, intensity * bandwidth)`` (None when not measured).
+        ``min(FMA peak, intensity * bandwidth)``, or of the FMA peak for a ``"cache"`` kernel
+        (None when not measured).
     bound : str
-        ``"compute"`` or ``"memory"``: the limit that applies ("" when not measured).
+        ``"compute"`` or ``"memory"``: the limit that applies; ``"cache"`` when the kernel moved
+        its bytes faster than the copy bandwidth (its data stayed in cache) ("" when not measured).
     """
 
     index: int

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from kiln.config import settings
+from kiln.runtime.dtype import np_dtype
 
 __all__ = ["Peak", "Roofline", "machine_peak", "roofline"]
 
@@ -83,7 +84,9 @@ class Roofline:
     percent : float
         Achieved over attainable, in percent.
     bound : str
-        ``"compute"`` or ``"memory"``: which limit the attainable rate comes from.
+        ``"compute"`` or ``"memory"``: which limit the attainable rate comes from; ``"cache"``
+        when the kernel moved its bytes faster than the machine's copy bandwidth (its data
+        stayed in cache, above the memory roofline): it is then judged against the FMA peak.
     """
 
     gflops: float
@@ -234,7 +237,7 @@ def machine_peak(num_threads: int | None = None, target: Any = None) -> Peak:
 
 def tensor_bytes(shapes: Sequence[Sequence[int]], dtypes: Sequence[str]) -> int:
     """Bytes of tensors of ``shapes`` and ``dtypes``."""
-    return int(sum(int(np.prod(s, dtype=np.int64)) * np.dtype("bool" if d == "bool" else d).itemsize
+    return int(sum(int(np.prod(s, dtype=np.int64)) * np_dtype(d).itemsize
                    for s, d in zip(shapes, dtypes)))
 
 
@@ -246,7 +249,11 @@ def roofline(flops: float, nbytes: float, seconds: float, peak: Peak) -> Rooflin
     memory_roof = intensity * peak.gbps
     attainable = min(peak.gflops, memory_roof)
     bound = "memory" if memory_roof < peak.gflops else "compute"
+    in_cache = peak.gbps > 0 and gbps > peak.gbps  # faster than DRAM allows: cache-resident
     if flops <= 0:  # data movement only: judged against the bandwidth
-        return Roofline(0.0, gbps, 0.0, 0.0, 100.0 * gbps / peak.gbps if peak.gbps else 0.0, "memory")
+        return Roofline(0.0, gbps, 0.0, 0.0, 100.0 * gbps / peak.gbps if peak.gbps else 0.0,
+                        "cache" if in_cache else "memory")
+    if bound == "memory" and in_cache:
+        attainable, bound = peak.gflops, "cache"
     return Roofline(gflops, gbps, intensity, attainable, 100.0 * gflops / attainable if attainable else 0.0,
                     bound)

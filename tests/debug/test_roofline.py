@@ -32,9 +32,19 @@ def test_data_movement_is_judged_by_bandwidth() -> None:
     assert (place.bound, place.percent, place.gflops) == ("memory", pytest.approx(50.0), 0.0)
 
 
+def test_cache_resident_kernel_is_judged_against_the_fma_peak() -> None:
+    # 1 MFLOP over 4 MB in 0.1 ms: 40 GB/s, twice the copy bandwidth, so above the memory roof
+    place = roofline(1e6, 4e6, 1e-4, PEAK)
+    assert place.bound == "cache" and place.attainable_gflops == pytest.approx(200.0)
+    assert place.percent == pytest.approx(5.0)
+    moved = roofline(0.0, 4e6, 1e-4, PEAK)
+    assert (moved.bound, moved.percent) == ("cache", pytest.approx(200.0))
+
+
 def test_tensor_bytes() -> None:
     assert tensor_bytes([(2, 3), (4,)], ["float32", "int64"]) == 2 * 3 * 4 + 4 * 8
     assert tensor_bytes([(5,)], ["bool"]) == 5
+    assert tensor_bytes([(3,), (2,)], ["bfloat16", "float8_e4m3fn"]) == 3 * 2 + 2
 
 
 @pytest.mark.requires_cc
