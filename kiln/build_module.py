@@ -391,7 +391,9 @@ class Executor:
         return self._make(self.mod.with_function("main", Function([], expr)))()
 
     def _make(self, mod: IRModule) -> Callable[..., Any]:
-        mod = InferType()(mod)
+        return self._make_typed(InferType()(mod))
+
+    def _make_typed(self, mod: IRModule) -> Callable[..., Any]:
         main = mod["main"]
         deferred = specialized_import_call(main)
         if deferred is not None:
@@ -424,16 +426,17 @@ class Executor:
             hit = cache.get(k)
             if hit is not None:
                 cache.move_to_end(k)
-            if hit is None:
+            else:
                 mod, used = attrs.model.specialize(named, bound)
+                mod = InferType()(mod)
                 declared = call.checked_type  # type: ignore[attr-defined]
-                got = InferType()(mod)["main"].checked_type.ret_type  # type: ignore[attr-defined]
+                got = mod["main"].checked_type.ret_type  # type: ignore[attr-defined]
                 if got != declared:
                     raise ValueSpecializationError(
                         f"{attrs.model.label} declares output type {declared}, but for these values "
                         f"of {', '.join(sorted(used))} it computes {got}")
                 bound = bound | used
-                hit = (self._make(mod), used)
+                hit = (self._make_typed(mod), used)
                 cache[key(named, bound)] = hit
                 while len(cache) > MAX_SPECIALIZATIONS:
                     cache.popitem(last=False)  # the least recently used build

@@ -186,9 +186,6 @@ def _check_cast(attrs: dict[str, Any], opset: int) -> str | None:
     return None
 
 
-_FLOAT8 = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
-
-
 def onnx_cast(ctx: NodeContext, x: Expr, target: str, saturate: bool = True) -> Expr:
     """ONNX's Cast of ``x`` to ``target``: relay's cast (rounding to nearest even; NumPy's and
     ``ml_dtypes``' conversions), except that with ``saturate`` (ONNX's default) a float8 target
@@ -196,7 +193,7 @@ def onnx_cast(ctx: NodeContext, x: Expr, target: str, saturate: bool = True) -> 
     source = ctx.dtype(x)
     if source == target:
         return x
-    if target in _FLOAT8 and saturate:
+    if target.startswith("float8_") and saturate:
         if source not in ("float16", "float32", "float64"):
             x = ew.cast(x, "float32")
         hi = dtype_range(target)[1]

@@ -58,7 +58,7 @@ __all__ = [
 
 def is_float_dtype(dtype: str) -> bool:
     """True for ``float16/32/64``, bfloat16 and the narrow floats (``float8_e4m3fn``, ...)."""
-    return dtype.startswith(("float", "bfloat"))
+    return _dtype.is_float(dtype)
 
 
 def is_int_dtype(dtype: str) -> bool:
@@ -73,8 +73,6 @@ def is_uint_dtype(dtype: str) -> bool:
 
 def dtype_bits(dtype: str) -> int:
     """Bit width of a dtype (bool counts as 1)."""
-    if dtype == "bool":
-        return 1
     return _dtype.dtype_bits(dtype)
 
 
