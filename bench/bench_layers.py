@@ -11,10 +11,11 @@ Usage (from the repository root)::
 onnxruntime runs the model with its profiler on (``enable_profiling``) for ``--runs`` runs; each
 node's median kernel time is kept under the ONNX node name its profile entry is derived from
 (onnxruntime names a node after its first output, e.g. ``/layer1/conv1/Conv_output_0_nchwc``).
-Kiln builds the model (``c`` target, opt level 3) and times every fused kernel with the debug
-executor's :meth:`~kiln.contrib.debugger.debug_executor.GraphModuleDebug.profile`. Each Kiln
-kernel is matched to the onnxruntime nodes among its source names (the ONNX nodes it was fused
-from), so a row compares the same piece of the model on both sides. Printed: totals, then per
+Kiln builds the model (``--target``, ``c`` by default; opt level 3) and times every fused
+kernel with the debug executor's
+:meth:`~kiln.contrib.debugger.debug_executor.GraphModuleDebug.profile`. Each Kiln kernel is
+matched to the onnxruntime nodes among its source names (the ONNX nodes it was fused from), so
+a row compares the same piece of the model on both sides. Printed: totals, then per
 kind of kernel (the fused ops, numbered suffixes dropped) Kiln's and onnxruntime's summed times
 and their ratio, then the kernels where Kiln loses the most time. onnxruntime's profiler adds a
 little time to each of its nodes; the end-to-end comparison is ``bench_models.py``'s job.
@@ -434,9 +435,9 @@ def ort_node_times(model: onnx.ModelProto, feeds: dict, threads: int, runs: int)
 
 
 def profile_kiln(model: onnx.ModelProto, feeds: dict, threads: int, number: int = 10,
-                 repeat: int = 3) -> Any:
+                 repeat: int = 3, target: str = "c") -> Any:
     """Build ``model`` with Kiln and profile every fused kernel (a ``ProfileReport``)."""
-    build = build_kiln(model)
+    build = build_kiln(model, target)
     with tempfile.TemporaryDirectory(prefix="kiln-layers-") as tmp:
         debug = debug_executor.create(build.factory.graph_json, build.factory, kiln.cpu(),
                                       dump_root=tmp)
@@ -496,6 +497,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", help="comma-separated models (instead of MODEL)")
     parser.add_argument("--all", action="store_true", help="every benchmark model")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--target", default="c",
+                        help="Kiln target (default c; 'llvm -mcpu=znver3' builds for AVX2)")
     parser.add_argument("--runs", type=int, default=30, help="onnxruntime runs profiled")
     parser.add_argument("--number", type=int, default=10, help="Kiln runs per node measurement")
     parser.add_argument("--repeat", type=int, default=5,
@@ -548,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
             model = MODELS[name].build()
             feeds = make_feeds(model)
             ort_us = None if args.no_ort else ort_node_times(model, feeds, threads, args.runs)
-            report = profile_kiln(model, feeds, threads, args.number, args.repeat)
+            report = profile_kiln(model, feeds, threads, args.number, args.repeat, args.target)
             peaks[name] = report.peak
             if ort_us is not None:
                 print("\n".join(ort_comparison_lines(name, threads, report, ort_us, args.worst)))

@@ -182,6 +182,10 @@ class GraphExecutor(Module):
                                       "same-size reshapes can alias")
                 entries[eid] = source.reshape(shape)
         self.entries = entries
+        # per-run lookups done once: an input's buffer by name, each output as an NDArray
+        self._input_buffers = {name: entries[g.entry_id(g.arg_nodes[i], 0)]
+                               for name, i in self.input_index.items()}
+        self._outputs = [NDArray(entries[e], self.device, copy=False) for e in g.output_entries]
 
     def _bind(self) -> None:
         execs: list[Callable[[], None] | None] = [None] * len(self.graph.nodes)
@@ -324,7 +328,12 @@ class GraphExecutor(Module):
         if key is not None:
             self._copy_in(key, value)
         for name, v in params.items():
-            if name in self.input_index:
+            target = self._input_buffers.get(name)
+            if target is None:
+                continue
+            if type(v) is np.ndarray and v.dtype == target.dtype and v.shape == target.shape:
+                np.copyto(target, v)  # the common case, without the checks' lookups
+            else:
                 self._copy_in(name, v)
 
     def _copy_in(self, key: int | str, value: Any) -> None:
@@ -467,9 +476,9 @@ class GraphExecutor(Module):
         IndexError
             The index is out of range.
         """
-        value = self.entries[self.graph.output_entries[self._output_index(index)]]
         if out is None:
-            return NDArray(value, self.device, copy=False)
+            return self._outputs[self._output_index(index)]
+        value = self.entries[self.graph.output_entries[self._output_index(index)]]
         target = out.view_numpy() if isinstance(out, NDArray) else out
         if not isinstance(target, np.ndarray) or target.shape != value.shape or \
                 target.dtype != value.dtype:

@@ -165,12 +165,33 @@ def _schedule_injective(state: State, sid: int, op: ComputeOp, bodies: tuple[Pri
         rest = [i for i in range(inner_pos + 1) if i not in (d, d + 1)]
         state.reorder(sid, [*rest, d, inner_pos + 1, d + 1, inner_pos + 2])
     outer = list(range(inner_pos + (1 if vectorized else 0)))
+    parallel = num_threads > 1 and size >= PARALLEL_MIN_WORK
+    if parallel:
+        outer = _parallel_prefix(state, sid, len(outer), num_threads)
     if len(outer) > 1:
         state.fuse(sid, outer)
-    if outer and num_threads > 1 and size >= PARALLEL_MIN_WORK:
+    if outer and parallel:
         state.parallel(sid, 0)
     if vectorized:
         state.vectorize(sid, len(state.stages[sid].iters) - 1)
+
+
+# Chunks of the parallel loop per usable CPU that balance the work well enough.
+_CHUNKS_PER_THREAD = 16
+
+
+def _parallel_prefix(state: State, sid: int, count: int, num_threads: int) -> list[int]:
+    """The loops to fuse into the parallel loop: the first ``count`` loops of a stage, less the
+    inner ones it does not need for :data:`_CHUNKS_PER_THREAD` chunks per CPU. Those stay loops
+    of their own, whose indices are cheap to compute (a fused index is divided and reduced back
+    into every coordinate it is made of: DBNet's 9.8 MB blocked depth-to-space, AVX2 build, took
+    1.5 ms with one fused loop and 0.44 ms with its last row loop apart)."""
+    iters = state.stages[sid].iters
+    keep, chunks = 0, 1
+    while keep < count and chunks < _CHUNKS_PER_THREAD * max(num_threads, 1):
+        chunks *= iters[keep].extent or 1
+        keep += 1
+    return list(range(max(keep, 1) if count else 0))
 
 
 def _injective_lanes(op: ComputeOp, bodies: tuple[PrimExpr, ...], clean: int, lanes: int) -> int:

@@ -38,7 +38,7 @@ from kiln.te.loop_ir import (
 from kiln.te.schedule import FuseRelation, Schedule, ScheduleError, SplitRelation, Stage
 from kiln.te.simplify import Simplifier
 from kiln.te.tensor import COMM_REDUCE, ComputeOp, IterVar, PlaceholderOp, Tensor
-from kiln.te.visit import substitute, transform
+from kiln.te.visit import substitute, transform, vars_in
 
 __all__ = ["lower", "lower_schedule"]
 
@@ -266,8 +266,34 @@ class _Lowering:
             for iv in reversed([x for x in leaves[first_red:] if x.iter_type != COMM_REDUCE]):
                 init_stmt = self._loop(info, iv, init_stmt)
             parts.append(init_stmt)
-        parts.append(self._nest(info, first_red, len(leaves), update_stmt or Seq(())))
+        skips = self._padding_skips(info, coords, first_red)
+        parts.append(self._nest(info, first_red, len(leaves), update_stmt or Seq(()), skips))
         return self._nest(info, 0, first_red, Seq(tuple(parts)))
+
+    def _padding_skips(self, info: StageBounds, coords: dict[Var, PrimExpr],
+                       first_red: int) -> dict[int, list[PrimExpr]]:
+        """Conditions under which a sum's term can be nonzero, by the reduction loop whose body
+        they guard (see the module docstring).
+
+        A factor of the term that reads ``if_then_else(inside, x, 0)`` (a padding stage, or the
+        same expression inlined) is zero unless ``inside`` holds; each conjunct of ``inside``
+        that depends on a reduction loop and on no loop inside it guards that loop's body.
+        """
+        first = info.bodies[0]
+        if not isinstance(first, E.Reduce) or len(first.source) != 1 \
+                or not _is_sum(first.combiner):
+            return {}
+        level = {info.loop_vars[id(iv)]: k for k, iv in enumerate(info.stage.leaf_iter_vars)}
+        skips: dict[int, list[PrimExpr]] = {}
+        for inside in _zero_unless(first.source[0]):
+            for conjunct in _conjuncts(self.simp.simplify(substitute(inside, coords))):
+                deepest = max((level.get(v, -1) for v in vars_in(conjunct)), default=-1)
+                leaf = info.stage.leaf_iter_vars[deepest] if deepest >= first_red else None
+                if leaf is not None and leaf.iter_type == COMM_REDUCE \
+                        and info.stage.annotation_of(leaf) != "vectorize" \
+                        and not self.attached.get((id(info.stage), id(leaf))):
+                    skips.setdefault(deepest, []).append(conjunct)
+        return skips
 
     def _reduce_stmts(self, info: StageBounds, coords: dict[Var, PrimExpr]) -> tuple[Stmt, Stmt]:
         reduces = [b for b in info.bodies if isinstance(b, E.Reduce)]
@@ -307,11 +333,14 @@ class _Lowering:
         pragmas = tuple(stage.pragmas.get(id(iv), ()))
         return For(info.loop_vars[id(iv)], info.extents[id(iv)], kind, body, pragmas)
 
-    def _nest(self, info: StageBounds, start: int, end: int, body: Stmt) -> Stmt:
+    def _nest(self, info: StageBounds, start: int, end: int, body: Stmt,
+              guards: dict[int, list[PrimExpr]] | None = None) -> Stmt:
         leaves = info.stage.leaf_iter_vars
         for level in range(end - 1, start - 1, -1):
             iv = leaves[level]
             inner = body
+            if guards and level in guards:
+                inner = self._guard(guards[level], inner) or Seq(())
             attached = self.attached.get((id(info.stage), id(iv)), [])
             if attached:
                 inner = Seq((*[self._stage_stmt(a) for a in attached], body))
@@ -320,6 +349,47 @@ class _Lowering:
                         inner = Allocate(buf, inner)
             body = self._loop(info, iv, inner)
         return body
+
+
+def _is_sum(combiner: Any) -> bool:
+    """Whether a reducer is ``x + y`` starting at 0."""
+    result, identity = combiner.result, combiner.identity
+    if len(result) != 1 or not isinstance(result[0], E.Binary) or result[0].kind != "add":
+        return False
+    operands = {id(result[0].a), id(result[0].b)}
+    return operands == {id(combiner.lhs[0]), id(combiner.rhs[0])} \
+        and isinstance(identity[0], (E.IntImm, E.FloatImm)) and identity[0].value == 0
+
+
+def _is_zero(e: PrimExpr) -> bool:
+    while isinstance(e, E.Cast):
+        e = e.value
+    return isinstance(e, (E.IntImm, E.FloatImm)) and e.value == 0
+
+
+def _zero_unless(term: PrimExpr) -> list[PrimExpr]:
+    """Conditions (in the term's variables) outside which a product ``term`` is zero: those of
+    its factors that are ``if_then_else(c, x, 0)``, written out or read from a padding stage."""
+    while isinstance(term, E.Cast):
+        term = term.value
+    if isinstance(term, E.Binary) and term.kind == "mul":
+        return _zero_unless(term.a) + _zero_unless(term.b)
+    if isinstance(term, E.TensorLoad) and isinstance(term.tensor.op, ComputeOp) \
+            and not term.tensor.op.is_reduction:
+        op = term.tensor.op
+        body = op.body[term.tensor.value_index]
+        if isinstance(body, E.Call) and body.name == "if_then_else" and _is_zero(body.args[2]):
+            return [substitute(body.args[0], {iv.var: i for iv, i in zip(op.axis, term.indices)})]
+        return []
+    if isinstance(term, E.Call) and term.name == "if_then_else" and _is_zero(term.args[2]):
+        return [term.args[0]]
+    return []
+
+
+def _conjuncts(cond: PrimExpr) -> list[PrimExpr]:
+    if isinstance(cond, E.And):
+        return _conjuncts(cond.a) + _conjuncts(cond.b)
+    return [] if isinstance(cond, E.IntImm) and cond.value else [cond]
 
 
 def _derives_from(stage: Stage, leaf: IterVar) -> set[int]:

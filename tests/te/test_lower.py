@@ -219,6 +219,75 @@ def test_conv_like_padding_inlined_and_attached() -> None:
     assert [it.extent for it in bounds.stages[1].iters] == [2, 6, 13]
 
 
+def _padded_rows(fill: float, rows: int = 2) -> tuple[te.Tensor, te.Tensor, te.Tensor]:
+    data = te.placeholder((3, rows, 5), name="data")
+    weight = te.placeholder((2, 3, 3, 3), name="weight")
+    pad = te.compute((3, rows + 2, 7), lambda c, y, x: te.if_then_else(
+        te.all(y >= 1, y < rows + 1, x >= 1, x < 6), data[c, y - 1, x - 1], te.const(fill)),
+        name="pad")
+    return data, weight, pad
+
+
+def _skipped_loops(func) -> list[str]:
+    """Loops whose body is a guard (the zero-tap skips of the lowering)."""
+    return [s.var.name for s in walk_stmts(func.body)
+            if isinstance(s, For) and isinstance(s.body, IfThenElse)]
+
+
+def _conv_reference(d: np.ndarray, w: np.ndarray, fill: float) -> np.ndarray:
+    p = np.pad(d.astype(np.float64), ((0, 0), (1, 1), (1, 1)), constant_values=fill)
+    out = np.zeros((w.shape[0], d.shape[1], d.shape[2]))
+    for o in range(w.shape[0]):
+        for y in range(d.shape[1]):
+            for x in range(d.shape[2]):
+                out[o, y, x] = np.sum(p[:, y:y + 3, x:x + 3] * w[o])
+    return out
+
+
+@pytest.mark.parametrize("rows", [1, 2, 4])
+def test_sum_over_zero_padding_skips_padding_taps(rows: int) -> None:
+    """A sum of products with a zero-padded operand guards the kernel-row and kernel-column loops
+    by the padding's bounds (a 3x3 conv over 2 rows does 2/3 of the taps), with the padding
+    materialised or inlined, and computes the same values."""
+    data, weight, pad = _padded_rows(0.0, rows)
+    rc, ry, rx = (te.reduce_axis((0, 3), name=n) for n in ("rc", "ry", "rx"))
+    conv = te.compute((2, rows, 5), lambda o, y, x: te.sum(
+        pad[rc, y + ry, x + rx] * weight[o, rc, ry, rx], axis=[rc, ry, rx]), name="conv")
+    dag = te.ComputeDAG([data, weight, conv])
+    for steps in (None, [["CI", 1]]):
+        state = check([data, weight, conv], steps, lambda d, w: _conv_reference(d, w, 0.0))
+        assert _skipped_loops(lower(dag, state, name="kernel")) == ["ry", "rx"]
+    # the conv templates' order, output columns inside the taps: the column test reads x, so
+    # it guards nothing; with the rows inside too, nothing is skipped (unless there is one row)
+    for order, skipped in (([0, 1, 3, 4, 5, 2], ["ry"]),
+                           ([0, 3, 4, 5, 1, 2], ["ry"] if rows == 1 else [])):
+        state = check([data, weight, conv], [["RE", 3, order]],
+                      lambda d, w: _conv_reference(d, w, 0.0))
+        assert _skipped_loops(lower(dag, state, name="kernel")) == skipped
+
+
+def test_padding_taps_kept_where_they_count() -> None:
+    """No skip where a padding tap changes the result: a nonzero fill, a max reduction."""
+    data, weight, pad = _padded_rows(1.5)
+    rc, ry, rx = (te.reduce_axis((0, 3), name=n) for n in ("rc", "ry", "rx"))
+    conv = te.compute((2, 2, 5), lambda o, y, x: te.sum(
+        pad[rc, y + ry, x + rx] * weight[o, rc, ry, rx], axis=[rc, ry, rx]), name="conv")
+    check([data, weight, conv], None, lambda d, w: _conv_reference(d, w, 1.5))
+    assert _skipped_loops(lower(te.ComputeDAG([data, weight, conv]), None, name="k")) == []
+    data, _, zpad = _padded_rows(0.0)
+    ry, rx = te.reduce_axis((0, 3), name="ry"), te.reduce_axis((0, 3), name="rx")
+    pool = te.compute((3, 2, 5), lambda c, y, x: te.max(zpad[c, y + ry, x + rx], axis=[ry, rx]),
+                      name="pool")
+
+    def pooled(d: np.ndarray) -> np.ndarray:
+        p = np.pad(d, ((0, 0), (1, 1), (1, 1)))
+        return np.array([[[p[c, y:y + 3, x:x + 3].max() for x in range(5)] for y in range(2)]
+                         for c in range(3)])
+
+    check([data, pool], None, pooled)
+    assert _skipped_loops(lower(te.ComputeDAG([data, pool]), None, name="k")) == []
+
+
 def test_reduction_with_where_init_and_argmax() -> None:
     A = te.placeholder((5, 9), name="A")
     k = te.reduce_axis((0, 9), name="k")

@@ -346,11 +346,12 @@ def test_other_patterns_are_left_to_the_default_schedule() -> None:
 @settings(max_examples=200, deadline=None)
 @given(oc=st.integers(1, 64), oh=st.integers(1, 120), ow=st.integers(1, 120),
        registers=st.sampled_from([16, 32]), batch=st.integers(1, 4),
-       threads=st.integers(1, 8), max_oc_t=st.sampled_from([1, 4, 8]))
+       threads=st.integers(1, 8), max_oc_t=st.sampled_from([1, 4, 8]),
+       load_bound=st.sampled_from([None, True, False]))
 def test_register_tile_fits(oc: int, oh: int, ow: int, registers: int, batch: int,
-                            threads: int, max_oc_t: int) -> None:
+                            threads: int, max_oc_t: int, load_bound: bool | None) -> None:
     budget = registers - 4
-    tile = choose_register_tile(oc, oh, ow, budget, batch, threads, max_oc_t)
+    tile = choose_register_tile(oc, oh, ow, budget, batch, threads, max_oc_t, load_bound)
     assert tile.size + tile.oc_t - 1 <= budget
     assert oc % tile.oc_t == 0 and oh % tile.oh_t == 0 and tile.oc_t <= max_oc_t
     assert 1 <= tile.ow_t <= ow
@@ -362,13 +363,24 @@ def test_register_tile_fits(oc: int, oh: int, ow: int, registers: int, batch: in
 
 @pytest.mark.parametrize(("oc_chunks", "width", "tile"), [
     (8, 56, RegisterTile(2, 1, 5)), (16, 28, RegisterTile(2, 1, 5)), (32, 14, RegisterTile(2, 1, 5)),
-    (64, 7, RegisterTile(1, 1, 7))])
+    (64, 7, RegisterTile(1, 1, 7)), (3, 160, RegisterTile(1, 1, 12)),
+    (15, 14, RegisterTile(1, 1, 7))])
 def test_sixteen_register_tiles_are_load_bound(oc_chunks: int, width: int, tile) -> None:
     """AVX2 (16 registers, 12 accumulators): ResNet-18's 3x3 layers get 2 channel blocks x 5
     columns (a partial last tile at widths 56, 28, 14), measured 94-101 GFLOP/s on Zen 4 where
     the divisor-only 2 x 4 ran at 67-85; at width 7 a partial tile would waste 3 of 10 columns,
-    so the whole row stays."""
+    so the whole row stays. With 3 or 15 channel blocks, 3 blocks x 3 columns would read each
+    weight vector for 3 multiply-adds only: one block as wide as fits (DBNet's 96 -> 24 conv at
+    160 x 160: 81 GFLOP/s against 69; 120 -> 120 at 14 x 14: 92 against 81)."""
     assert choose_register_tile(oc_chunks, width, width, 12, 1, 1) == tile
+
+
+def test_narrow_blocks_on_wide_vectors_are_load_bound() -> None:
+    """8-lane channel blocks on an AVX-512 machine: two multiply-adds a cycle need their loads,
+    so each broadcast feeds 3 channel blocks (DBNet's 96 -> 24 conv: 88 GFLOP/s against 71 for
+    the general rule's 1 x 5 x 5)."""
+    assert choose_register_tile(3, 160, 160, 28, 1, 1) == RegisterTile(1, 5, 5)
+    assert choose_register_tile(3, 160, 160, 28, 1, 1, load_bound=True) == RegisterTile(3, 1, 8)
 
 
 def test_thirty_two_register_tiles_keep_the_general_rule() -> None:

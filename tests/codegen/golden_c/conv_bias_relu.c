@@ -30,26 +30,28 @@ static void fused_conv2d_add_relu__par0(void* kiln_ctx, int64_t kiln_begin, int6
     }
     for (int32_t rc = 0; rc < 8; ++rc) {
       for (int32_t ry = 0; ry < 3; ++ry) {
-        for (int32_t rx = 0; rx < 3; ++rx) {
-          {  /* x_i: 8 lanes */
-            if (((((n_o_fused_y_fused_x_o_fused % 2) * 8) + 7) < 14)) {
-              kiln_f32x8 v3 = *(const kiln_f32x8u*)&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))];
-              kiln_f32x8 v4 = *(const kiln_f32x8u*)&T_pad[(((((rc * 256) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 16)) + (ry * 16)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + rx)];
-              kiln_f32x8 v5 = v4 * KILN_SPLAT(kiln_f32x8, p1[(((((n_o_fused_y_fused_x_o_fused / 28) * 72) + (rc * 9)) + (ry * 3)) + rx)]);
-              kiln_f32x8 v6 = v3 + v5;
-              *(kiln_f32x8u*)&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))] = v6;
-            } else {
-              kiln_i32x8 v7 = (kiln_i32x8){0, 1, 2, 3, 4, 5, 6, 7};
-              kiln_i32x8 v8 = (kiln_i32x8)((kiln_u32x8)KILN_SPLAT(kiln_i32x8, ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + (kiln_u32x8)v7);
-              kiln_i32x8 v9 = v8 < KILN_SPLAT(kiln_i32x8, 14);
-              int32_t any = 0;
-              for (int k = 0; k < 8; ++k) any |= (v9[k] != 0);
-              if (any) {
-                kiln_f32x8 v10 = kiln_mload_f32x8(&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))], v9);
-                kiln_f32x8 v11 = kiln_mload_f32x8(&T_pad[(((((rc * 256) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 16)) + (ry * 16)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + rx)], v9);
-                kiln_f32x8 v12 = v11 * KILN_SPLAT(kiln_f32x8, p1[(((((n_o_fused_y_fused_x_o_fused / 28) * 72) + (rc * 9)) + (ry * 3)) + rx)]);
-                kiln_f32x8 v13 = v10 + v12;
-                kiln_mstore_f32x8(&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))], v9, v13);
+        if (((((n_o_fused_y_fused_x_o_fused / 2) % 14) + ry) >= 1) && ((((n_o_fused_y_fused_x_o_fused / 2) % 14) + ry) < 15)) {
+          for (int32_t rx = 0; rx < 3; ++rx) {
+            {  /* x_i: 8 lanes */
+              if (((((n_o_fused_y_fused_x_o_fused % 2) * 8) + 7) < 14)) {
+                kiln_f32x8 v3 = *(const kiln_f32x8u*)&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))];
+                kiln_f32x8 v4 = *(const kiln_f32x8u*)&T_pad[(((((rc * 256) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 16)) + (ry * 16)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + rx)];
+                kiln_f32x8 v5 = v4 * KILN_SPLAT(kiln_f32x8, p1[(((((n_o_fused_y_fused_x_o_fused / 28) * 72) + (rc * 9)) + (ry * 3)) + rx)]);
+                kiln_f32x8 v6 = v3 + v5;
+                *(kiln_f32x8u*)&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))] = v6;
+              } else {
+                kiln_i32x8 v7 = (kiln_i32x8){0, 1, 2, 3, 4, 5, 6, 7};
+                kiln_i32x8 v8 = (kiln_i32x8)((kiln_u32x8)KILN_SPLAT(kiln_i32x8, ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + (kiln_u32x8)v7);
+                kiln_i32x8 v9 = v8 < KILN_SPLAT(kiln_i32x8, 14);
+                int32_t any = 0;
+                for (int k = 0; k < 8; ++k) any |= (v9[k] != 0);
+                if (any) {
+                  kiln_f32x8 v10 = kiln_mload_f32x8(&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))], v9);
+                  kiln_f32x8 v11 = kiln_mload_f32x8(&T_pad[(((((rc * 256) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 16)) + (ry * 16)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + rx)], v9);
+                  kiln_f32x8 v12 = v11 * KILN_SPLAT(kiln_f32x8, p1[(((((n_o_fused_y_fused_x_o_fused / 28) * 72) + (rc * 9)) + (ry * 3)) + rx)]);
+                  kiln_f32x8 v13 = v10 + v12;
+                  kiln_mstore_f32x8(&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))], v9, v13);
+                }
               }
             }
           }

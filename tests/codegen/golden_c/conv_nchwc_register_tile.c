@@ -40,103 +40,105 @@ static void fused_conv2d_NCHWc_add_relu__par0(void* kiln_ctx, int64_t kiln_begin
       conv2d_NCHWc_local_7 = KILN_SPLAT(kiln_f32x16, 0.0f);
       conv2d_NCHWc_local_15 = KILN_SPLAT(kiln_f32x16, 0.0f);
       for (int32_t kh = 0; kh < 3; ++kh) {
-        for (int32_t kw = 0; kw < 3; ++kw) {
-          for (int32_t ic_i = 0; ic_i < 16; ++ic_i) {
-            {  /* oc_block_c: 16 lanes */
-              kiln_f32x16 v2 = *(const kiln_f32x16u*)&p1[(((kh * 768) + (kw * 256)) + (ic_i * 16))];
-              kiln_f32x16 v3 = KILN_SPLAT(kiln_f32x16, data_pad[((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i)]) * v2;
-              kiln_f32x16 v4 = conv2d_NCHWc_local_0 + v3;
-              conv2d_NCHWc_local_0 = v4;
-            }
-            {  /* oc_block_c: 16 lanes */
-              kiln_f32x16 v5 = *(const kiln_f32x16u*)&p1[((((kh * 768) + (kw * 256)) + (ic_i * 16)) + 2304)];
-              kiln_f32x16 v6 = KILN_SPLAT(kiln_f32x16, data_pad[((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i)]) * v5;
-              kiln_f32x16 v7 = conv2d_NCHWc_local_8 + v6;
-              conv2d_NCHWc_local_8 = v7;
-            }
-            {  /* oc_block_c: 16 lanes */
-              kiln_f32x16 v8 = *(const kiln_f32x16u*)&p1[(((kh * 768) + (kw * 256)) + (ic_i * 16))];
-              kiln_f32x16 v9 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 16)]) * v8;
-              kiln_f32x16 v10 = conv2d_NCHWc_local_1 + v9;
-              conv2d_NCHWc_local_1 = v10;
-            }
-            {  /* oc_block_c: 16 lanes */
-              kiln_f32x16 v11 = *(const kiln_f32x16u*)&p1[((((kh * 768) + (kw * 256)) + (ic_i * 16)) + 2304)];
-              kiln_f32x16 v12 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 16)]) * v11;
-              kiln_f32x16 v13 = conv2d_NCHWc_local_9 + v12;
-              conv2d_NCHWc_local_9 = v13;
-            }
-            {  /* oc_block_c: 16 lanes */
-              kiln_f32x16 v14 = *(const kiln_f32x16u*)&p1[(((kh * 768) + (kw * 256)) + (ic_i * 16))];
-              kiln_f32x16 v15 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 32)]) * v14;
-              kiln_f32x16 v16 = conv2d_NCHWc_local_2 + v15;
-              conv2d_NCHWc_local_2 = v16;
-            }
-            {  /* oc_block_c: 16 lanes */
-              kiln_f32x16 v17 = *(const kiln_f32x16u*)&p1[((((kh * 768) + (kw * 256)) + (ic_i * 16)) + 2304)];
-              kiln_f32x16 v18 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 32)]) * v17;
-              kiln_f32x16 v19 = conv2d_NCHWc_local_10 + v18;
-              conv2d_NCHWc_local_10 = v19;
-            }
-            {  /* oc_block_c: 16 lanes */
-              kiln_f32x16 v20 = *(const kiln_f32x16u*)&p1[(((kh * 768) + (kw * 256)) + (ic_i * 16))];
-              kiln_f32x16 v21 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 48)]) * v20;
-              kiln_f32x16 v22 = conv2d_NCHWc_local_3 + v21;
-              conv2d_NCHWc_local_3 = v22;
-            }
-            {  /* oc_block_c: 16 lanes */
-              kiln_f32x16 v23 = *(const kiln_f32x16u*)&p1[((((kh * 768) + (kw * 256)) + (ic_i * 16)) + 2304)];
-              kiln_f32x16 v24 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 48)]) * v23;
-              kiln_f32x16 v25 = conv2d_NCHWc_local_11 + v24;
-              conv2d_NCHWc_local_11 = v25;
-            }
-            {  /* oc_block_c: 16 lanes */
-              kiln_f32x16 v26 = *(const kiln_f32x16u*)&p1[(((kh * 768) + (kw * 256)) + (ic_i * 16))];
-              kiln_f32x16 v27 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 64)]) * v26;
-              kiln_f32x16 v28 = conv2d_NCHWc_local_4 + v27;
-              conv2d_NCHWc_local_4 = v28;
-            }
-            {  /* oc_block_c: 16 lanes */
-              kiln_f32x16 v29 = *(const kiln_f32x16u*)&p1[((((kh * 768) + (kw * 256)) + (ic_i * 16)) + 2304)];
-              kiln_f32x16 v30 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 64)]) * v29;
-              kiln_f32x16 v31 = conv2d_NCHWc_local_12 + v30;
-              conv2d_NCHWc_local_12 = v31;
-            }
-            {  /* oc_block_c: 16 lanes */
-              kiln_f32x16 v32 = *(const kiln_f32x16u*)&p1[(((kh * 768) + (kw * 256)) + (ic_i * 16))];
-              kiln_f32x16 v33 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 80)]) * v32;
-              kiln_f32x16 v34 = conv2d_NCHWc_local_5 + v33;
-              conv2d_NCHWc_local_5 = v34;
-            }
-            {  /* oc_block_c: 16 lanes */
-              kiln_f32x16 v35 = *(const kiln_f32x16u*)&p1[((((kh * 768) + (kw * 256)) + (ic_i * 16)) + 2304)];
-              kiln_f32x16 v36 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 80)]) * v35;
-              kiln_f32x16 v37 = conv2d_NCHWc_local_13 + v36;
-              conv2d_NCHWc_local_13 = v37;
-            }
-            {  /* oc_block_c: 16 lanes */
-              kiln_f32x16 v38 = *(const kiln_f32x16u*)&p1[(((kh * 768) + (kw * 256)) + (ic_i * 16))];
-              kiln_f32x16 v39 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 96)]) * v38;
-              kiln_f32x16 v40 = conv2d_NCHWc_local_6 + v39;
-              conv2d_NCHWc_local_6 = v40;
-            }
-            {  /* oc_block_c: 16 lanes */
-              kiln_f32x16 v41 = *(const kiln_f32x16u*)&p1[((((kh * 768) + (kw * 256)) + (ic_i * 16)) + 2304)];
-              kiln_f32x16 v42 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 96)]) * v41;
-              kiln_f32x16 v43 = conv2d_NCHWc_local_14 + v42;
-              conv2d_NCHWc_local_14 = v43;
-            }
-            {  /* oc_block_c: 16 lanes */
-              kiln_f32x16 v44 = *(const kiln_f32x16u*)&p1[(((kh * 768) + (kw * 256)) + (ic_i * 16))];
-              kiln_f32x16 v45 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 112)]) * v44;
-              kiln_f32x16 v46 = conv2d_NCHWc_local_7 + v45;
-              conv2d_NCHWc_local_7 = v46;
-            }
-            {  /* oc_block_c: 16 lanes */
-              kiln_f32x16 v47 = *(const kiln_f32x16u*)&p1[((((kh * 768) + (kw * 256)) + (ic_i * 16)) + 2304)];
-              kiln_f32x16 v48 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 112)]) * v47;
-              kiln_f32x16 v49 = conv2d_NCHWc_local_15 + v48;
-              conv2d_NCHWc_local_15 = v49;
+        if (((ax0_ax1_o_fused_ax2_o_fused + kh) >= 1) && ((ax0_ax1_o_fused_ax2_o_fused + kh) < 9)) {
+          for (int32_t kw = 0; kw < 3; ++kw) {
+            for (int32_t ic_i = 0; ic_i < 16; ++ic_i) {
+              {  /* oc_block_c: 16 lanes */
+                kiln_f32x16 v2 = *(const kiln_f32x16u*)&p1[(((kh * 768) + (kw * 256)) + (ic_i * 16))];
+                kiln_f32x16 v3 = KILN_SPLAT(kiln_f32x16, data_pad[((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i)]) * v2;
+                kiln_f32x16 v4 = conv2d_NCHWc_local_0 + v3;
+                conv2d_NCHWc_local_0 = v4;
+              }
+              {  /* oc_block_c: 16 lanes */
+                kiln_f32x16 v5 = *(const kiln_f32x16u*)&p1[((((kh * 768) + (kw * 256)) + (ic_i * 16)) + 2304)];
+                kiln_f32x16 v6 = KILN_SPLAT(kiln_f32x16, data_pad[((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i)]) * v5;
+                kiln_f32x16 v7 = conv2d_NCHWc_local_8 + v6;
+                conv2d_NCHWc_local_8 = v7;
+              }
+              {  /* oc_block_c: 16 lanes */
+                kiln_f32x16 v8 = *(const kiln_f32x16u*)&p1[(((kh * 768) + (kw * 256)) + (ic_i * 16))];
+                kiln_f32x16 v9 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 16)]) * v8;
+                kiln_f32x16 v10 = conv2d_NCHWc_local_1 + v9;
+                conv2d_NCHWc_local_1 = v10;
+              }
+              {  /* oc_block_c: 16 lanes */
+                kiln_f32x16 v11 = *(const kiln_f32x16u*)&p1[((((kh * 768) + (kw * 256)) + (ic_i * 16)) + 2304)];
+                kiln_f32x16 v12 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 16)]) * v11;
+                kiln_f32x16 v13 = conv2d_NCHWc_local_9 + v12;
+                conv2d_NCHWc_local_9 = v13;
+              }
+              {  /* oc_block_c: 16 lanes */
+                kiln_f32x16 v14 = *(const kiln_f32x16u*)&p1[(((kh * 768) + (kw * 256)) + (ic_i * 16))];
+                kiln_f32x16 v15 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 32)]) * v14;
+                kiln_f32x16 v16 = conv2d_NCHWc_local_2 + v15;
+                conv2d_NCHWc_local_2 = v16;
+              }
+              {  /* oc_block_c: 16 lanes */
+                kiln_f32x16 v17 = *(const kiln_f32x16u*)&p1[((((kh * 768) + (kw * 256)) + (ic_i * 16)) + 2304)];
+                kiln_f32x16 v18 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 32)]) * v17;
+                kiln_f32x16 v19 = conv2d_NCHWc_local_10 + v18;
+                conv2d_NCHWc_local_10 = v19;
+              }
+              {  /* oc_block_c: 16 lanes */
+                kiln_f32x16 v20 = *(const kiln_f32x16u*)&p1[(((kh * 768) + (kw * 256)) + (ic_i * 16))];
+                kiln_f32x16 v21 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 48)]) * v20;
+                kiln_f32x16 v22 = conv2d_NCHWc_local_3 + v21;
+                conv2d_NCHWc_local_3 = v22;
+              }
+              {  /* oc_block_c: 16 lanes */
+                kiln_f32x16 v23 = *(const kiln_f32x16u*)&p1[((((kh * 768) + (kw * 256)) + (ic_i * 16)) + 2304)];
+                kiln_f32x16 v24 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 48)]) * v23;
+                kiln_f32x16 v25 = conv2d_NCHWc_local_11 + v24;
+                conv2d_NCHWc_local_11 = v25;
+              }
+              {  /* oc_block_c: 16 lanes */
+                kiln_f32x16 v26 = *(const kiln_f32x16u*)&p1[(((kh * 768) + (kw * 256)) + (ic_i * 16))];
+                kiln_f32x16 v27 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 64)]) * v26;
+                kiln_f32x16 v28 = conv2d_NCHWc_local_4 + v27;
+                conv2d_NCHWc_local_4 = v28;
+              }
+              {  /* oc_block_c: 16 lanes */
+                kiln_f32x16 v29 = *(const kiln_f32x16u*)&p1[((((kh * 768) + (kw * 256)) + (ic_i * 16)) + 2304)];
+                kiln_f32x16 v30 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 64)]) * v29;
+                kiln_f32x16 v31 = conv2d_NCHWc_local_12 + v30;
+                conv2d_NCHWc_local_12 = v31;
+              }
+              {  /* oc_block_c: 16 lanes */
+                kiln_f32x16 v32 = *(const kiln_f32x16u*)&p1[(((kh * 768) + (kw * 256)) + (ic_i * 16))];
+                kiln_f32x16 v33 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 80)]) * v32;
+                kiln_f32x16 v34 = conv2d_NCHWc_local_5 + v33;
+                conv2d_NCHWc_local_5 = v34;
+              }
+              {  /* oc_block_c: 16 lanes */
+                kiln_f32x16 v35 = *(const kiln_f32x16u*)&p1[((((kh * 768) + (kw * 256)) + (ic_i * 16)) + 2304)];
+                kiln_f32x16 v36 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 80)]) * v35;
+                kiln_f32x16 v37 = conv2d_NCHWc_local_13 + v36;
+                conv2d_NCHWc_local_13 = v37;
+              }
+              {  /* oc_block_c: 16 lanes */
+                kiln_f32x16 v38 = *(const kiln_f32x16u*)&p1[(((kh * 768) + (kw * 256)) + (ic_i * 16))];
+                kiln_f32x16 v39 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 96)]) * v38;
+                kiln_f32x16 v40 = conv2d_NCHWc_local_6 + v39;
+                conv2d_NCHWc_local_6 = v40;
+              }
+              {  /* oc_block_c: 16 lanes */
+                kiln_f32x16 v41 = *(const kiln_f32x16u*)&p1[((((kh * 768) + (kw * 256)) + (ic_i * 16)) + 2304)];
+                kiln_f32x16 v42 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 96)]) * v41;
+                kiln_f32x16 v43 = conv2d_NCHWc_local_14 + v42;
+                conv2d_NCHWc_local_14 = v43;
+              }
+              {  /* oc_block_c: 16 lanes */
+                kiln_f32x16 v44 = *(const kiln_f32x16u*)&p1[(((kh * 768) + (kw * 256)) + (ic_i * 16))];
+                kiln_f32x16 v45 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 112)]) * v44;
+                kiln_f32x16 v46 = conv2d_NCHWc_local_7 + v45;
+                conv2d_NCHWc_local_7 = v46;
+              }
+              {  /* oc_block_c: 16 lanes */
+                kiln_f32x16 v47 = *(const kiln_f32x16u*)&p1[((((kh * 768) + (kw * 256)) + (ic_i * 16)) + 2304)];
+                kiln_f32x16 v48 = KILN_SPLAT(kiln_f32x16, data_pad[(((((ax0_ax1_o_fused_ax2_o_fused * 160) + (kh * 160)) + (kw * 16)) + ic_i) + 112)]) * v47;
+                kiln_f32x16 v49 = conv2d_NCHWc_local_15 + v48;
+                conv2d_NCHWc_local_15 = v49;
+              }
             }
           }
         }

@@ -15,14 +15,16 @@ static void fused_add_exp_multiply__par0(void* kiln_ctx, int64_t kiln_begin, int
   const float* restrict p0 = kiln_c->p0;
   const float* restrict p1 = kiln_c->p1;
   float* restrict T_multiply = kiln_c->T_multiply;
-  for (int32_t ax0_ax1_o_fused = (int32_t)kiln_begin; ax0_ax1_o_fused < (int32_t)kiln_end; ++ax0_ax1_o_fused) {
-    {  /* ax1_i: 8 lanes */
-      kiln_f32x8 v = *(const kiln_f32x8u*)&p0[(ax0_ax1_o_fused * 8)];
-      kiln_f32x8 v1 = *(const kiln_f32x8u*)&p1[((ax0_ax1_o_fused % 128) * 8)];
-      kiln_f32x8 v2 = v + v1;
-      kiln_f32x8 v3 = kiln_vexp_f32x8(v2);
-      kiln_f32x8 v4 = v3 * KILN_SPLAT(kiln_f32x8, 2.0f);
-      *(kiln_f32x8u*)&T_multiply[(ax0_ax1_o_fused * 8)] = v4;
+  for (int32_t ax0 = (int32_t)kiln_begin; ax0 < (int32_t)kiln_end; ++ax0) {
+    for (int32_t ax1_o = 0; ax1_o < 128; ++ax1_o) {
+      {  /* ax1_i: 8 lanes */
+        kiln_f32x8 v = *(const kiln_f32x8u*)&p0[((ax0 * 1024) + (ax1_o * 8))];
+        kiln_f32x8 v1 = *(const kiln_f32x8u*)&p1[(ax1_o * 8)];
+        kiln_f32x8 v2 = v + v1;
+        kiln_f32x8 v3 = kiln_vexp_f32x8(v2);
+        kiln_f32x8 v4 = v3 * KILN_SPLAT(kiln_f32x8, 2.0f);
+        *(kiln_f32x8u*)&T_multiply[((ax0 * 1024) + (ax1_o * 8))] = v4;
+      }
     }
   }
 }
@@ -33,7 +35,7 @@ int32_t fused_add_exp_multiply(void** args) {
   float* restrict T_multiply = (float*)args[2];
   {
     fused_add_exp_multiply__par0_ctx kiln_ctx1 = {p0, p1, T_multiply};
-    kiln_parallel_for(fused_add_exp_multiply__par0, &kiln_ctx1, 8192);
+    kiln_parallel_for(fused_add_exp_multiply__par0, &kiln_ctx1, 64);
   }
   return 0;
 }
