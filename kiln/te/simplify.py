@@ -250,7 +250,9 @@ class Simplifier:
         return out
 
     def _merge_div_mod(self, lin: _Linear) -> _Linear:
-        """``k*c*floordiv(x, c) + k*floormod(x, c)`` → ``k*x``."""
+        """``k*c*floordiv(x, c) + k*floormod(x, c)`` → ``k*x``, and
+        ``k*c*floordiv(floormod(x, a), c) + k*floormod(x, c)`` → ``k*floormod(x, a)`` when ``c``
+        divides ``a`` (the inner axes of a fused loop, read back whole)."""
         changed = True
         while changed:
             changed = False
@@ -259,16 +261,34 @@ class Simplifier:
                         and isinstance(atom.b, E.IntImm) and atom.b.value > 0):
                     continue
                 c = atom.b.value
-                div = E.Binary("floordiv", atom.a, atom.b, atom.dtype)
-                dkey = self.key(div)
-                slot = lin.terms.get(dkey)
-                if slot is not None and slot[0] == coef * c:
-                    del lin.terms[key]
-                    del lin.terms[dkey]
-                    lin = lin.plus(self.linear(atom.a).scaled(coef))
-                    changed = True
-                    break
+                whole = self._div_of_mod(lin, atom.a, c, coef * c)
+                if whole is None:
+                    continue
+                dkey, merged = whole
+                del lin.terms[key]
+                del lin.terms[dkey]
+                lin = lin.plus(self.linear(merged).scaled(coef))
+                changed = True
+                break
         return lin
+
+    def _div_of_mod(self, lin: _Linear, x: PrimExpr, c: int,
+                    coef: int) -> tuple[Any, PrimExpr] | None:
+        """A term ``coef * floordiv(x, c)`` or ``coef * floordiv(floormod(x, a), c)`` (``c``
+        dividing ``a``) of ``lin``: its key and ``x`` or ``floormod(x, a)``."""
+        xkey = self.key(x)
+        for dkey, (dcoef, datom) in lin.terms.items():
+            if dcoef != coef or not (isinstance(datom, E.Binary) and datom.kind == "floordiv"
+                                     and isinstance(datom.b, E.IntImm) and datom.b.value == c):
+                continue
+            inner = datom.a
+            if self.key(inner) == xkey:
+                return dkey, inner
+            if isinstance(inner, E.Binary) and inner.kind == "floormod" \
+                    and isinstance(inner.b, E.IntImm) and inner.b.value % c == 0 \
+                    and self.key(inner.a) == xkey:
+                return dkey, inner
+        return None
 
     def from_linear(self, lin: _Linear, dtype: str) -> PrimExpr:
         """An expression for a linear form (terms in first-seen order, constant last)."""

@@ -125,6 +125,12 @@ def test_rules() -> None:
     assert expr_equal(simplify((a * 8 + b) % 8, RANGES), b)
     x = te.var("x")
     assert expr_equal(simplify(te.floordiv(x, 16) * 16 + te.floormod(x, 16)), x)
+    # a fused loop's inner axes read back whole: the row and column of a 160 x 160 plane
+    plane = te.floordiv(te.floormod(x, 25600), 160) * 1280 + te.floormod(x, 160) * 8
+    assert str(simplify(plane)) == "(floormod(x, 25600)*8)"
+    assert str(simplify(plane + te.floordiv(x, 25600) * 204800)) == "(x*8)"
+    assert "floordiv" in str(simplify(te.floordiv(te.floormod(x, 100), 16) * 16
+                                      + te.floormod(x, 16)))  # 16 does not divide 100
     assert str(simplify((x + 3) - x + x * 2 - x)) == "(x + 3)"
     assert str(simplify(te.floordiv(te.floordiv(x, 4), 8))) == "floordiv(x, 32)"
     assert str(simplify(te.floormod(te.floormod(x, 32), 8))) == "floormod(x, 8)"

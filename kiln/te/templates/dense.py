@@ -272,8 +272,8 @@ def choose_gemm_tile(rows: int, cols: int, depth: int, panel: int, dtype: str,
     best: tuple[tuple[float, int, int], GemmTile] | None = None
     for vectors in range(1, 9):
         tile_cols = vectors * lanes
-        if packed and (cols % tile_cols or (panel % tile_cols and lanes != panel)):
-            continue
+        if packed and (cols % tile_cols or (panel % tile_cols and tile_cols % panel)):
+            continue  # a tile within a panel, or whole panels
         padded_cols = -(-cols // tile_cols) * tile_cols
         for mr in range(1, min(rows, budget // vectors) + 1):
             padded = -(-rows // mr) * mr
