@@ -458,7 +458,36 @@ class VectorBody:
             else:
                 code = f"*(const {vt}u*)&{e.buffer.name}[{offset}]"
             return _VVal(self.temp(vt, code), "v", e.dtype)
-        return self._lanewise(e)
+        window = self._window(e) if self.mask is None and id(e.buffer) not in cg.registers \
+            else None
+        return window if window is not None else self._lanewise(e)
+
+    def _window(self, e: BufferLoad) -> _VVal | None:
+        """Lanes reading constant offsets ``0 <= d < 2 * lanes`` from lane 0's element, the last
+        one read at least ``lanes - 1`` (a blocked depth-to-space reads pairs: 0, 1, 4, 5, ...):
+        one or two vector loads within the elements read and a shuffle, instead of a scalar
+        load per lane. None for other patterns."""
+        cg = self.cg
+        n = self.lanes
+        base = cg.simp.simplify(substitute(e.index, {self.v: const(0)}))
+        offsets: list[int] = []
+        for k in range(n):
+            d = cg.simp.simplify(substitute(e.index, {self.v: const(k)}) - base)
+            if not isinstance(d, E.IntImm):
+                return None
+            offsets.append(d.value)
+        last = max(offsets)
+        if min(offsets) < 0 or not n - 1 <= last < 2 * n:
+            return None
+        vt = self.vtype(e.dtype)
+        start = cg.expr(base)
+        lo = self.temp(vt, f"*(const {vt}u*)&{e.buffer.name}[{start}]")
+        hi, shift = lo, 0
+        if last >= n:  # the second vector ends at the last element read
+            shift = last - n + 1
+            hi = self.temp(vt, f"*(const {vt}u*)&{e.buffer.name}[({start}) + {shift}]")
+        picks = ", ".join(str(d if d < n else n + d - shift) for d in offsets)
+        return _VVal(self.temp(vt, f"__builtin_shufflevector({lo}, {hi}, {picks})"), "v", e.dtype)
 
     def _binary(self, e: E.Binary) -> _VVal:
         dt = e.dtype

@@ -146,6 +146,35 @@ def test_broadcast_keeps_negative_zero() -> None:
     assert np.all(np.signbit(out)) and np.all(out == 0)  # -2*0 + -0.0 is -0.0
 
 
+@pytest.mark.parametrize(("vector_bytes", "pairs"), [(32, True), (64, True), (32, False)])
+def test_constant_lane_offsets_load_vectors_and_shuffle(vector_bytes: int, pairs: bool) -> None:
+    """A blocked depth-to-space reads pairs (lane offsets 0, 1, 4, 5, ...): whole vectors within
+    the elements read and one shuffle, not a scalar load per lane; a nearest upsample (offsets
+    0, 0, 1, 1, ...) reads fewer elements than a vector and stays lane by lane."""
+    a = te.placeholder((4, 64), name="a")
+    if pairs:  # 16 pixels x 4 channels per row -> 2 x 2 output pixels per input pixel
+        fn = lambda y, x: a[y // 2, (x // 2) * 4 + (y % 2) * 2 + x % 2]  # noqa: E731
+        ref = lambda d: np.array([[d[y // 2, (x // 2) * 4 + (y % 2) * 2 + x % 2]  # noqa: E731
+                                   for x in range(32)] for y in range(8)])
+    else:
+        fn = lambda y, x: a[y // 2, x // 2]  # noqa: E731
+        ref = lambda d: np.array([[d[y // 2, x // 2] for x in range(32)]  # noqa: E731
+                                  for y in range(8)])
+    out = te.compute((8, 32), fn, name="T_gather", tag="injective")
+    dag = te.ComputeDAG([a, out])
+    state = dag.init_state
+    lanes = vector_bytes // 4
+    state.split(1, 1, [lanes])
+    state.vectorize(1, 2)
+    prim = te.lower(dag, state, name="gather")
+    lib, src = _compile([prim], vector_bytes)
+    assert ("__builtin_shufflevector" in _function_text(src, "gather")) == pairs
+    data = np.random.default_rng(0).standard_normal((4, 64)).astype("float32")
+    got = np.empty((8, 32), "float32")
+    lib.kernel(prim.name)(data, got)
+    np.testing.assert_array_equal(got, ref(data))
+
+
 # --- golden C of a blocked convolution ------------------------------------------------------------
 
 def _blocked_conv_function():
