@@ -343,7 +343,7 @@ class _Lowering:
                 inner = self._guard(guards[level], inner) or Seq(())
             attached = self.attached.get((id(info.stage), id(iv)), [])
             if attached:
-                inner = Seq((*[self._stage_stmt(a) for a in attached], body))
+                inner = Seq((*[self._stage_stmt(a) for a in attached], inner))
                 for a in reversed(attached):
                     for buf in reversed(self.temps.get(id(a.stage), [])):
                         inner = Allocate(buf, inner)

@@ -134,7 +134,7 @@ CONV_CASES = [
     _case(1, 16, (12, 12), 16, 3, 1, (0, 1, 1, 0), 1, 16, 16, "none"),  # asymmetric padding
     _case(1, 16, (5, 5), 32, 5, 1, 2, 1, 16, 16, "bias_relu"),          # 5x5 kernel
     _case(1, 12, (7, 7), 12, 3, 1, 1, 1, 3, 3, "bias_relu"),            # blocks of 3 (scalar)
-    _case(1, 16, (7, 7), 32, 3, 1, 1, 1, 8, 8, "bias_relu"),            # AVX2: 2 blocks x column
+    _case(1, 16, (7, 7), 128, 3, 1, 1, 1, 8, 8, "bias_relu"),           # AVX2: 2 blocks x column
     _case(1, 16, (6, 20), 24, 3, 1, 1, 1, 8, 8, "bias_relu"),           # AVX2: 3 blocks, 1 x 10
 ]
 

@@ -239,7 +239,7 @@ def choose_register_tile(oc_chunks: int, oh: int, ow: int, budget: int, outer: i
         one broadcast input per pixel. The largest tile within the budget wins, then the one
         with fewer loads per multiply-add, then the widest.
     """
-    if budget <= _SIXTEEN_REGISTER_BUDGET if load_bound is None else load_bound:
+    if (budget <= _SIXTEEN_REGISTER_BUDGET) if load_bound is None else load_bound:
         tile = _load_bound_tile(oc_chunks, oh, ow, budget, outer, num_threads, max_oc_t)
         if tile is not None:
             return tile
@@ -296,7 +296,8 @@ def _load_bound_tile(oc_chunks: int, oh: int, ow: int, budget: int, outer: int,
     None when no tile qualifies (the general rule decides then)."""
     best = _widest_load_bound(oc_chunks, oh, ow, budget, outer, num_threads, max_oc_t, 0)
     if (best is None or best.oc_t == 1) and budget == _SIXTEEN_REGISTER_BUDGET \
-            and max_oc_t >= 2 and oc_chunks % 2 == 0 and max(oh, ow) <= _SMALL_OUTPUT:
+            and max_oc_t >= 2 and oc_chunks % 2 == 0 and max(oh, ow) <= _SMALL_OUTPUT \
+            and outer * (oc_chunks // 2) >= 4 * num_threads:  # still enough parallel chunks
         return RegisterTile(2, oh, 1)
     if best is not None and best.ow_t < min(4, ow) and max_oc_t > 1:
         single = _widest_load_bound(oc_chunks, oh, ow, budget, outer, num_threads, 1, 1)
