@@ -272,6 +272,33 @@ static inline {V} kiln_vexp_{S}({V} x) {
   return p * ({V})((k2 + 127) << 23);
 #endif
 }
+/* exp(x) for x <= 0 and NaN (sigmoid's exp(-|x|)): no overflow to clamp, and 2^n (n >= -150)
+   applied as 2^(n+24), exact, then 2^-24, which rounds only into the subnormals: the same
+   results as kiln_vexp, in fewer instructions. */
+static inline {V} kiln_vexpneg_{S}({V} x) {
+#if KILN_AVX512
+  return kiln_vexp_{S}(x);
+#else
+#if KILN_AVX
+  {V} xc = ({V}){AP}_max_ps({AP}_set1_ps(-104.0f), ({AM})x);
+#else
+  const {V} lo = ({V}){} - 104.0f;
+  {V} xc = kiln_vsel_{S}(x < lo, lo, x);
+#endif
+  {V} n = (xc * 1.44269502f + 12582912.0f) - 12582912.0f;
+  {V} r = xc - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  {V} p = ({V}){} + 0.001390127f;
+  p = p * r + 0.00836314075f;
+  p = p * r + 0.0416668542f;
+  p = p * r + 0.166665778f;
+  p = p * r + 0.5f;
+  p = (p * r) * r + r + 1.0f;
+  {I} k = __builtin_convertvector(n, {I});
+  p = p * ({V})((k + 151) << 23);
+  return p * 5.96046448e-8f;
+#endif
+}
 static inline {V} kiln_vtanh_{S}({V} x) {
   {V} ax = kiln_vabs_{S}(x);
   {V} x2 = x * x;
@@ -304,7 +331,7 @@ static inline {V} kiln_vdiv12_{S}({V} n, {V} d) {
 #endif
 }
 static inline {V} kiln_vsigmoid_{S}({V} x) {
-  {V} e = kiln_vexp_{S}(-kiln_vabs_{S}(x));
+  {V} e = kiln_vexpneg_{S}(-kiln_vabs_{S}(x));
   return kiln_vdiv12_{S}(kiln_vsel_{S}(x >= 0.0f, ({V}){} + 1.0f, e), 1.0f + e);
 }
 /* Row `row` of kiln_erf_tab at the interval of each lane (k in 0..7). */
