@@ -337,6 +337,24 @@ def test_conv_template_shape() -> None:
     assert text.index("parallel") < text.index("conv2d_NCHWc.local")
 
 
+@pytest.mark.parametrize(("channels", "rows_outer"), [(64, True), (512, False)])
+def test_rows_run_outside_channel_tiles_when_the_weights_stay_in_l2(channels: int,
+                                                                     rows_outer: bool) -> None:
+    """144 KB of 3x3 weights stay in L2 while the rows are swept: the parallel loop is rows
+    outside channel tiles, so each input row is read once for all of them; 9 MB of weights
+    keep the channel tiles outside."""
+    x = relay.var("x", shape=(1, channels // 16, 14, 14, 16), dtype="float32")
+    w = relay.var("w", shape=(channels // 16, channels // 16, 3, 3, 16, 16), dtype="float32")
+    func = _typed([x, w], relay.nn.contrib_conv2d_nchwc(
+        x, w, padding=1, channels=channels, kernel_size=3, data_layout="NCHW16c",
+        kernel_layout="OIHW16i16o", out_layout="NCHW16c"))
+    dag = function_to_dag(func, "c").dag
+    state = apply_template(dag, TargetInfo(64, 2))
+    assert state is not None
+    fused = "n@oh.0@oc_chunk.0@" if rows_outer else "n@oc_chunk.0@oh.0@"
+    assert f"parallel {fused} " in str(state)
+
+
 def test_other_patterns_are_left_to_the_default_schedule() -> None:
     x = relay.var("x", shape=(1, 8, 10, 10), dtype="float32")
     w = relay.var("w", shape=(8, 8, 3, 3), dtype="float32")
