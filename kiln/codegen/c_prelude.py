@@ -236,14 +236,27 @@ static inline {V} kiln_vabs_{S}({V} x) { return ({V})(({I})x & 0x7fffffff); }
 static inline {V} kiln_vcopysign_{S}({V} mag, {V} sgn) {
   return ({V})((({I})mag & 0x7fffffff) | (({I})sgn & (int32_t)0x80000000));
 }
+/* e^r for r = xc - n ln 2 (Cody-Waite, two constants), n = round(xc / ln 2): a degree-6
+   polynomial. */
+static inline {V} kiln_vexp_poly_{S}({V} xc, {V} n) {
+  {V} r = xc - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  {V} p = ({V}){} + 0.001390127f;
+  p = p * r + 0.00836314075f;
+  p = p * r + 0.0416668542f;
+  p = p * r + 0.166665778f;
+  p = p * r + 0.5f;
+  return (p * r) * r + r + 1.0f;
+}
 static inline {V} kiln_vexp_{S}({V} x) {
   /* Clamped to [-104, 88.73] the result still underflows to 0 / overflows to inf by itself;
-     NaN passes the clamp and stays NaN. n = round(x / ln 2), r = x - n ln 2 (Cody-Waite). */
+     NaN passes the clamp and stays NaN. */
 #if KILN_AVX512
   {M} xc = {P}_min_ps({P}_set1_ps(88.73f), {P}_max_ps({P}_set1_ps(-104.0f), ({M})x));
   {V} n = ({V}){P}_roundscale_ps({P}_mul_ps(xc, {P}_set1_ps(1.44269502f)),
                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  {V} r = ({V})xc - n * 0.693359375f;
+  {V} p = kiln_vexp_poly_{S}(({V})xc, n);
+  return ({V}){P}_scalef_ps(({M})p, ({M})n);  /* p * 2^n, one rounding, subnormals included */
 #else
 #if KILN_AVX
   /* min/max instructions, not compares and blends: fewer instructions and registers in a
@@ -254,18 +267,7 @@ static inline {V} kiln_vexp_{S}({V} x) {
   {V} xc = kiln_vsel_{S}(x > hi, hi, kiln_vsel_{S}(x < lo, lo, x));
 #endif
   {V} n = (xc * 1.44269502f + 12582912.0f) - 12582912.0f;
-  {V} r = xc - n * 0.693359375f;
-#endif
-  r = r + n * 2.12194440e-4f;
-  {V} p = ({V}){} + 0.001390127f;
-  p = p * r + 0.00836314075f;
-  p = p * r + 0.0416668542f;
-  p = p * r + 0.166665778f;
-  p = p * r + 0.5f;
-  p = (p * r) * r + r + 1.0f;
-#if KILN_AVX512
-  return ({V}){P}_scalef_ps(({M})p, ({M})n);  /* p * 2^n, one rounding, subnormals included */
-#else
+  {V} p = kiln_vexp_poly_{S}(xc, n);
   {I} k = __builtin_convertvector(n, {I});
   {I} k1 = k >> 1, k2 = k - k1;
   p = p * ({V})((k1 + 127) << 23);
@@ -286,14 +288,7 @@ static inline {V} kiln_vexpneg_{S}({V} x) {
   {V} xc = kiln_vsel_{S}(x < lo, lo, x);
 #endif
   {V} n = (xc * 1.44269502f + 12582912.0f) - 12582912.0f;
-  {V} r = xc - n * 0.693359375f;
-  r = r + n * 2.12194440e-4f;
-  {V} p = ({V}){} + 0.001390127f;
-  p = p * r + 0.00836314075f;
-  p = p * r + 0.0416668542f;
-  p = p * r + 0.166665778f;
-  p = p * r + 0.5f;
-  p = (p * r) * r + r + 1.0f;
+  {V} p = kiln_vexp_poly_{S}(xc, n);
   {I} k = __builtin_convertvector(n, {I});
   p = p * ({V})((k + 151) << 23);
   return p * 5.96046448e-8f;
