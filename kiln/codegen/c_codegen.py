@@ -43,7 +43,7 @@ from kiln.codegen.c_prelude import (
     vector_math_source,
 )
 from kiln.codegen.c_reduce import emit_horizontal_reduction
-from kiln.codegen.c_registers import own_exprs, register_element, register_indices, register_lanes
+from kiln.codegen.c_registers import register_element, register_indices, register_lanes
 from kiln.codegen.c_runtime import RUNTIME_DECLS
 from kiln.codegen.c_types import (
     C_TYPES,
@@ -72,6 +72,7 @@ from kiln.te.loop_ir import (
     Stmt,
     Store,
     map_stmt_exprs,
+    own_exprs,
     walk_stmts,
 )
 from kiln.te.simplify import Simplifier

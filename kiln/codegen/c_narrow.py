@@ -46,6 +46,7 @@ from kiln.te.loop_ir import (
     Seq,
     Stmt,
     Store,
+    own_exprs,
     walk_stmts,
 )
 from kiln.te.visit import children, post_order, rebuild
@@ -69,7 +70,7 @@ def _dtypes_of(func: PrimFunc) -> set[str]:
             seen.add(s.buffer.dtype)
         if isinstance(s, LetStmt):
             seen.add(s.var.dtype)
-        for e in _stmt_exprs(s):
+        for e in own_exprs(s):
             seen.update(n.dtype for n in post_order(e))
     return seen
 
@@ -77,18 +78,6 @@ def _dtypes_of(func: PrimFunc) -> set[str]:
 def uses_narrow(func: PrimFunc) -> bool:
     """Whether a kernel touches a narrow dtype (and so needs :func:`legalize_narrow`)."""
     return any(is_narrow(d) for d in _dtypes_of(func))
-
-
-def _stmt_exprs(s: Stmt) -> tuple[PrimExpr, ...]:
-    if isinstance(s, Store):
-        return (s.index, s.value)
-    if isinstance(s, LetStmt):
-        return (s.value,)
-    if isinstance(s, IfThenElse):
-        return (s.condition,)
-    if isinstance(s, Evaluate):
-        return (s.value,)
-    return ()
 
 
 def _call(kind: str, dtype: str, arg: PrimExpr, out: str) -> PrimExpr:

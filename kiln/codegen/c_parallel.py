@@ -38,11 +38,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kiln.codegen.c_registers import own_exprs
 from kiln.codegen.c_runtime import PARALLEL_FOR
 from kiln.errors import CompileError
 from kiln.te.expr import Var
-from kiln.te.loop_ir import Allocate, Buffer, BufferLoad, For, LetStmt, Stmt, Store, walk_stmts
+from kiln.te.loop_ir import (
+    Allocate,
+    Buffer,
+    BufferLoad,
+    For,
+    LetStmt,
+    Stmt,
+    Store,
+    own_exprs,
+    walk_stmts,
+)
 from kiln.te.visit import post_order
 
 if TYPE_CHECKING:

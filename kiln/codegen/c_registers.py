@@ -24,13 +24,13 @@ from kiln.te.expr import PrimExpr, Var
 from kiln.te.loop_ir import (
     Allocate,
     BufferLoad,
-    Evaluate,
     For,
     IfThenElse,
     LetStmt,
     Seq,
     Stmt,
     Store,
+    own_exprs,
     walk_stmts,
 )
 from kiln.te.visit import post_order
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_REGISTER_VECTORS",
-    "own_exprs",
     "register_element",
     "register_indices",
     "register_lanes",
@@ -101,17 +100,6 @@ def register_lanes(alloc: Allocate, cg: CCodegen) -> int:
         elif isinstance(s, Seq):
             stack.extend((x, loops) for x in s.stmts)
     return lanes
-
-
-def own_exprs(s: Stmt) -> list[PrimExpr]:
-    """Expressions of ``s`` itself (not of the statements it contains)."""
-    if isinstance(s, Store):
-        return [s.index, s.value]
-    if isinstance(s, (LetStmt, Evaluate)):
-        return [s.value]
-    if isinstance(s, IfThenElse):
-        return [s.condition]
-    return []
 
 
 def _tile_index(cg: CCodegen, index: PrimExpr, loops: tuple[For, ...], lanes: int) -> bool:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kiln.codegen.c_registers import own_exprs, register_vector
+from kiln.codegen.c_registers import register_vector
 from kiln.codegen.c_types import MASK_INT, c_type, vector_type_name
 from kiln.codegen.c_types import bits as element_bits
 from kiln.te import expr as E
@@ -40,6 +40,7 @@ from kiln.te.loop_ir import (
     Seq,
     Stmt,
     Store,
+    own_exprs,
     walk_stmts,
 )
 from kiln.te.visit import children, post_order, rebuild, substitute
@@ -64,12 +65,6 @@ class _VVal:
 
 def _is_const(e: PrimExpr, value: bool) -> bool:
     return isinstance(e, E.IntImm) and bool(e.value) == value
-
-
-def _conjuncts(e: PrimExpr) -> list[PrimExpr]:
-    if isinstance(e, E.And):
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [e]
 
 
 def _all_of(conds: list[PrimExpr]) -> PrimExpr:
@@ -100,8 +95,8 @@ def emit_vector_loop(cg: CCodegen, loop: For) -> bool:
 
 def _guarded(cg: CCodegen, v: Var, lanes: int, guard: PrimExpr, body: Stmt) -> None:
     """A guarded vector body: plain vector code when every lane passes the check, else masked."""
-    uniform = [c for c in _conjuncts(guard) if v not in _vars(c) and not _is_const(c, True)]
-    varying = _all_of([c for c in _conjuncts(guard) if v in _vars(c)])
+    uniform = [c for c in E.conjuncts(guard) if v not in _vars(c) and not _is_const(c, True)]
+    varying = _all_of([c for c in E.conjuncts(guard) if v in _vars(c)])
     if any(_is_const(c, False) for c in uniform):
         return  # never runs (a copy of an unrolled loop past the data)
     if uniform:

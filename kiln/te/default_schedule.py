@@ -191,7 +191,7 @@ def _parallel_prefix(state: State, sid: int, count: int, num_threads: int) -> li
     while keep < count and chunks < _CHUNKS_PER_THREAD * max(num_threads, 1):
         chunks *= iters[keep].extent or 1
         keep += 1
-    return list(range(max(keep, 1) if count else 0))
+    return list(range(keep))
 
 
 def _injective_lanes(op: ComputeOp, bodies: tuple[PrimExpr, ...], clean: int, lanes: int) -> int:

@@ -46,6 +46,7 @@ __all__ = [
     "as_expr",
     "const",
     "dtype_bits",
+    "conjuncts",
     "is_const_int",
     "is_float_dtype",
     "is_int_dtype",
@@ -399,6 +400,13 @@ def as_expr(value: Any, dtype: str | None = None) -> PrimExpr:
     if isinstance(value, (bool, int, float)):
         return const(value, dtype)
     raise KilnTypeError(f"cannot use {value!r} (a {type(value).__name__}) as a tensor expression")
+
+
+def conjuncts(e: PrimExpr) -> list[PrimExpr]:
+    """The terms of a chain of logical ands (``[e]`` for any other expression)."""
+    if isinstance(e, And):
+        return conjuncts(e.a) + conjuncts(e.b)
+    return [e]
 
 
 def is_const_int(e: PrimExpr, value: int | None = None) -> bool:

@@ -32,6 +32,7 @@ __all__ = [
     "Stmt",
     "Store",
     "map_stmt_exprs",
+    "own_exprs",
     "walk_stmts",
 ]
 
@@ -243,6 +244,17 @@ def walk_stmts(s: Stmt) -> Iterator[Stmt]:
             stack.append(node.then_case)
         elif isinstance(node, Seq):
             stack.extend(reversed(node.stmts))
+
+
+def own_exprs(s: Stmt) -> list[PrimExpr]:
+    """Expressions of ``s`` itself (not of the statements it contains)."""
+    if isinstance(s, Store):
+        return [s.index, s.value]
+    if isinstance(s, (LetStmt, Evaluate)):
+        return [s.value]
+    if isinstance(s, IfThenElse):
+        return [s.condition]
+    return []
 
 
 def map_stmt_exprs(s: Stmt, fn: Callable[[PrimExpr], PrimExpr]) -> Stmt:

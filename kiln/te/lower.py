@@ -37,7 +37,7 @@ from kiln.te.loop_ir import (
 )
 from kiln.te.schedule import FuseRelation, Schedule, ScheduleError, SplitRelation, Stage
 from kiln.te.simplify import Simplifier
-from kiln.te.tensor import COMM_REDUCE, ComputeOp, IterVar, PlaceholderOp, Tensor
+from kiln.te.tensor import COMM_REDUCE, CommReducer, ComputeOp, IterVar, PlaceholderOp, Tensor
 from kiln.te.visit import substitute, transform, vars_in
 
 __all__ = ["lower", "lower_schedule"]
@@ -286,7 +286,7 @@ class _Lowering:
         level = {info.loop_vars[id(iv)]: k for k, iv in enumerate(info.stage.leaf_iter_vars)}
         skips: dict[int, list[PrimExpr]] = {}
         for inside in _zero_unless(first.source[0]):
-            for conjunct in _conjuncts(self.simp.simplify(substitute(inside, coords))):
+            for conjunct in E.conjuncts(self.simp.simplify(substitute(inside, coords))):
                 deepest = max((level.get(v, -1) for v in vars_in(conjunct)), default=-1)
                 leaf = info.stage.leaf_iter_vars[deepest] if deepest >= first_red else None
                 if leaf is not None and leaf.iter_type == COMM_REDUCE \
@@ -351,7 +351,7 @@ class _Lowering:
         return body
 
 
-def _is_sum(combiner: Any) -> bool:
+def _is_sum(combiner: CommReducer) -> bool:
     """Whether a reducer is ``x + y`` starting at 0."""
     result, identity = combiner.result, combiner.identity
     if len(result) != 1 or not isinstance(result[0], E.Binary) or result[0].kind != "add":
@@ -384,12 +384,6 @@ def _zero_unless(term: PrimExpr) -> list[PrimExpr]:
     if isinstance(term, E.Call) and term.name == "if_then_else" and _is_zero(term.args[2]):
         return [term.args[0]]
     return []
-
-
-def _conjuncts(cond: PrimExpr) -> list[PrimExpr]:
-    if isinstance(cond, E.And):
-        return _conjuncts(cond.a) + _conjuncts(cond.b)
-    return [] if isinstance(cond, E.IntImm) and cond.value else [cond]
 
 
 def _derives_from(stage: Stage, leaf: IterVar) -> set[int]:
