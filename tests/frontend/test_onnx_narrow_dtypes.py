@@ -16,10 +16,9 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import kiln
-from kiln import relay
-from kiln.contrib import graph_executor
 from kiln.frontend.onnx import from_onnx
 from kiln.interpreter import evaluate
+from tests.frontend._compiled import run_compiled
 
 F8 = {"FLOAT8E4M3FN": ml_dtypes.float8_e4m3fn, "FLOAT8E4M3FNUZ": ml_dtypes.float8_e4m3fnuz,
       "FLOAT8E5M2": ml_dtypes.float8_e5m2, "FLOAT8E5M2FNUZ": ml_dtypes.float8_e5m2fnuz}
@@ -44,13 +43,7 @@ def _kiln(model: onnx.ModelProto, feeds: dict[str, np.ndarray], compiled: bool) 
     if not compiled:
         out = evaluate(mod, feeds, params=params)
         return [np.asarray(o) for o in (out if isinstance(out, tuple) else [out])]
-    with kiln.transform.PassContext(opt_level=3):
-        lib = relay.build(mod, target="llvm", params=params)
-    gm = graph_executor.GraphModule(lib["default"](kiln.cpu()))
-    for name, value in feeds.items():
-        gm.set_input(name, value)
-    gm.run()
-    return [gm.get_output(i).numpy() for i in range(gm.get_num_outputs())]
+    return run_compiled(mod, params, feeds)
 
 
 def _same_bits(actual: np.ndarray, expected: np.ndarray) -> None:
