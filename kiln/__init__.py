@@ -13,7 +13,7 @@ from kiln._version import __version__
 from kiln.errors import KilnError
 from kiln.ir import IRModule
 from kiln.runtime.func_registry import register_func
-from kiln.runtime.ndarray import Device, cpu, device
+from kiln.runtime.ndarray import Device, cpu, cuda, device
 
 __all__ = [
     "Device",
@@ -24,7 +24,9 @@ __all__ = [
     "build",
     "contrib",
     "cpu",
+    "cuda",
     "device",
+    "gpu",
     "get_global_func",
     "ir",
     "nd",
@@ -35,6 +37,9 @@ __all__ = [
     "testing",
     "transform",
 ]
+
+
+gpu = cuda  # TVM's older name
 
 
 def get_global_func(name: str, allow_missing: bool = False) -> Any:

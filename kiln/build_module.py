@@ -4,7 +4,8 @@ The build is: bind the params by name, run the optimisation pipeline (:func:`bui
 under the current :class:`~kiln.transform.PassContext`, lower the fused ``main`` with graph codegen
 (graph JSON, memory plan, params ``p0, p1, ...``), and make the kernel library for the target:
 ``numpy`` gives a :class:`~kiln.codegen.numpy_library.NumpyLibrary` running the fused functions with
-the reference kernels; ``c`` and ``llvm ...`` compile C with ``kiln.codegen.build_native``. The
+the reference kernels; ``c`` and ``llvm ...`` compile C with ``kiln.codegen.build_native``; ``cuda``
+compiles CUDA kernels with :func:`kiln.codegen.cuda.build_cuda`. The
 result is a :class:`~kiln.runtime.factory.GraphExecutorFactoryModule`, which also unpacks as
 ``graph_json, lib, params`` like NNVM's build.
 """
@@ -201,18 +202,24 @@ def lower_to_graph(mod: IRModule, target: Target, params: Mapping[str, Any] | No
 
 def _make_library(lowered: LoweredGraph, target: Target) -> tuple[Module, dict[str, Any] | None]:
     """The kernel library, and the tuning coverage when a dispatch context (tuning log) is on."""
-    if target.is_native:
+    if target.is_native or target.is_cuda:
         from kiln import progress
-        if TYPE_CHECKING:  # kiln.codegen.__getattr__ (lazy) is typed `-> object`
-            from kiln.codegen.native import build_native
-        else:  # looked up through kiln.codegen at run time (tests replace it there)
-            from kiln.codegen import build_native
         from kiln.te.dispatch import TuningLookup
 
         tuning = TuningLookup.from_context(target)
+        if target.is_cuda:
+            from kiln.codegen.cuda import build_cuda
+
+            lib: Module = build_cuda(lowered.functions, target, schedule_lookup=tuning)
+        else:
+            if TYPE_CHECKING:  # kiln.codegen.__getattr__ (lazy) is typed `-> object`
+                from kiln.codegen.native import build_native
+            else:  # looked up through kiln.codegen at run time (tests replace it there)
+                from kiln.codegen import build_native
+            lib = build_native(lowered.functions, target, schedule_lookup=tuning) \
+                if tuning is not None else build_native(lowered.functions, target)
         if tuning is None:
-            return build_native(lowered.functions, target), None
-        lib = build_native(lowered.functions, target, schedule_lookup=tuning)
+            return lib, None
         progress.current().message(tuning.report())
         return lib, tuning.summary()
     from kiln.codegen.numpy_library import NumpyLibrary
@@ -241,8 +248,9 @@ def build(
         graph JSON, the exported metadata and ``GraphModule.get_output(name)``; without it they
         are ``output_0``, ``output_1``, ...
     target : str, dict or Target
-        ``"c"``, ``"llvm"`` / ``"llvm -mcpu=..."`` (aliases of the C backend), or ``"numpy"``
-        (reference kernels, no compiler); default: the current target.
+        ``"c"``, ``"llvm"`` / ``"llvm -mcpu=..."`` (aliases of the C backend), ``"cuda"`` /
+        ``"cuda -arch=sm_90"`` (CUDA kernels, run with an executor on ``kiln.cuda()``), or
+        ``"numpy"`` (reference kernels, no compiler); default: the current target.
     target_host : str or Target, optional
         Accepted for TVM compatibility (CPU targets are their own host).
     executor : optional

@@ -7,6 +7,7 @@ executor arguments); these settings are only the defaults those objects fall bac
 variable               meaning
 =====================  ==========================================================
 ``CC``                 C compiler command for the native target (default ``cc``)
+``CUDA_HOME``          CUDA toolkit for the cuda target (``CUDA_PATH`` too; default: search)
 ``KILN_CACHE_DIR``     compile cache (default ``~/.cache/kiln``)
 ``KILN_NUM_THREADS``   kernel threads, a positive integer (default: usable CPUs)
 ``KILN_VERIFY_PASSES`` ``1`` to type-check and verify the IR after every pass
@@ -84,6 +85,9 @@ class Settings:
         Kernel threads (``KILN_NUM_THREADS``, default :func:`usable_cpus`); at least 1.
     verify_passes : bool
         Verify the IR after every pass (``KILN_VERIFY_PASSES=1``).
+    cuda_home : Path or None
+        The CUDA toolkit where the cuda target looks first for NVRTC and nvcc (``CUDA_HOME``,
+        else ``CUDA_PATH``).
     """
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
@@ -91,6 +95,8 @@ class Settings:
         self.cc: str = env.get("CC", "cc")
         self.cache_dir: Path = Path(env.get("KILN_CACHE_DIR") or Path.home() / ".cache" / "kiln")
         self.verify_passes: bool = env.get("KILN_VERIFY_PASSES") == "1"
+        cuda_home = env.get("CUDA_HOME") or env.get("CUDA_PATH")
+        self.cuda_home: Path | None = Path(cuda_home) if cuda_home else None
         self._num_threads_env = env.get("KILN_NUM_THREADS")
         self._num_threads: int | None = None
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln.errors import CompileError
+from kiln.runtime.cuda_library import CudaFunctionModule
 from kiln.runtime.module import Kernel
 from kiln.runtime.native import NativeLibrary
 from kiln.runtime.profiling import BenchmarkResult, time_function
@@ -101,21 +102,21 @@ class BuiltModule(NativeLibrary):
         return evaluator
 
 
-def _vector_bytes(target: Any) -> tuple[int, str]:
+def _target(target: Any) -> Any:
     from kiln.target import Target, TargetError
 
     if target is None:
         target = "c"
     tgt = target if isinstance(target, Target) else Target(str(target))
-    if not tgt.is_native:
-        raise TargetError(f"kiln.build compiles C for this CPU; target {tgt} is not a C or LLVM "
-                          "CPU target")
-    return tgt.vector_width("int8"), str(tgt)
+    if not (tgt.is_native or tgt.is_cuda):
+        raise TargetError(f"kiln.build compiles C for this CPU or CUDA for a GPU; target {tgt} is "
+                          "neither a C/LLVM nor a cuda target")
+    return tgt
 
 
 def build(inputs: Any, args: Sequence[Any] | None = None, target: Any = None,
           target_host: Any = None, name: str = "default_function",
-          binds: Any = None) -> BuiltModule:
+          binds: Any = None) -> BuiltModule | CudaFunctionModule:
     """Compile a schedule (or a lowered function) into a callable module (TVM's ``tvm.build``).
 
     Parameters
@@ -126,7 +127,9 @@ def build(inputs: Any, args: Sequence[Any] | None = None, target: Any = None,
     args : list of Tensor
         For a schedule: the kernel's tensors, inputs then outputs (the order of the call).
     target : str or Target, optional
-        ``"c"`` or ``"llvm ..."`` (default ``"c"``): C compiled for this CPU.
+        ``"c"`` or ``"llvm ..."`` (default ``"c"``): C compiled for this CPU; ``"cuda"``
+        (``-arch=sm_90``; default: GPU 0's): CUDA kernels, called with NDArrays on
+        ``kiln.cuda()``.
     target_host : str or Target, optional
         Accepted for TVM's signature (CPU targets are their own host).
     name : str
@@ -136,8 +139,9 @@ def build(inputs: Any, args: Sequence[Any] | None = None, target: Any = None,
 
     Returns
     -------
-    BuiltModule
-        ``mod(*arrays)``, ``mod[name](*arrays)``, ``mod.entry_func``, ``mod.time_evaluator``.
+    BuiltModule or CudaFunctionModule
+        ``mod(*arrays)``, ``mod[name](*arrays)``, ``mod.time_evaluator`` (a cuda build: on GPU
+        NDArrays, timed with CUDA events).
 
     Raises
     ------
@@ -158,7 +162,7 @@ def build(inputs: Any, args: Sequence[Any] | None = None, target: Any = None,
 
     if binds is not None:
         raise CompileError("kiln.build: binds= is not supported (kernel buffers are dense)")
-    vector_bytes, _ = _vector_bytes(target)
+    tgt = _target(target)
     if isinstance(inputs, PrimFunc):
         func = inputs
     elif isinstance(inputs, Schedule):
@@ -172,8 +176,12 @@ def build(inputs: Any, args: Sequence[Any] | None = None, target: Any = None,
     else:
         raise CompileError(f"kiln.build takes a Schedule (with args) or a lowered PrimFunc, not "
                            f"{type(inputs).__name__}")
-    source = CCodegen(vector_bytes).module([func])
-    flags = target_compile_flags(target or "c")
+    if tgt.is_cuda:
+        from kiln.codegen.cuda import cuda_arch, cuda_library
+
+        return CudaFunctionModule(cuda_library([func], cuda_arch(tgt)), func.name)
+    source = CCodegen(tgt.vector_width("int8")).module([func])
+    flags = target_compile_flags(tgt)
     so = compile_module(source, func.name, flags=flags)
     signature = tuple((tuple(b.shape), b.dtype) for b in func.params)
     return BuiltModule(so, func.name, [so.with_suffix(".c"), runtime_object(flags).with_suffix(".c")],

@@ -1,5 +1,7 @@
 """``tvm.nd``: NDArray construction."""
 
-from kiln.runtime.ndarray import NDArray, array, cpu, empty
+from kiln.runtime.ndarray import NDArray, array, cpu, cuda, empty
 
-__all__ = ["NDArray", "array", "cpu", "empty"]
+gpu = cuda
+
+__all__ = ["NDArray", "array", "cpu", "cuda", "empty", "gpu"]

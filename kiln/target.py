@@ -1,8 +1,9 @@
 """Compilation targets (TVM's ``tvm.target.Target``).
 
-Kiln compiles for the CPU it runs on. ``"c"`` and ``"llvm"`` (with any TVM options such as
-``-mcpu=znver3``) are aliases of Kiln's C backend; ``"numpy"`` runs the fused functions with the
-NumPy reference kernels (no compiler needed). Targets print in TVM's canonical form, which tuning
+Kiln compiles for CPUs and NVIDIA GPUs. ``"c"`` and ``"llvm"`` (with any TVM options such as
+``-mcpu=znver3``) are aliases of Kiln's C backend; ``"cuda"`` (``-arch=sm_90``, ...) generates
+CUDA kernels; ``"numpy"`` runs the fused functions with the NumPy reference kernels (no compiler
+needed). Targets print in TVM's canonical form, which tuning
 records store: ``Target("llvm")`` is ``llvm -keys=cpu -mtriple=x86_64-unknown-linux-gnu`` (the
 host triple is filled in when neither ``-mtriple`` nor ``-mcpu`` is given, as TVM's LLVM target
 parser does), options sorted by name.
@@ -33,7 +34,7 @@ from kiln.ir.types import np_dtype
 from kiln.runtime.isa import X86_MACRO_FEATURES
 
 __all__ = ["X86_MACRO_FEATURES", "Target", "TargetError", "TargetISA", "TargetKind", "VirtualDevice",
-           "host_triple", "native_isa", "native_vector_bytes"]
+           "cuda", "host_triple", "native_isa", "native_vector_bytes"]
 
 
 class TargetError(KilnError, ValueError):
@@ -67,6 +68,11 @@ _KINDS: dict[str, TargetKind] = {
         **_COMMON, "mcpu": str, "march": str, "workspace-byte-alignment": int,
         "constants-byte-alignment": int}),
     "numpy": TargetKind("numpy", 1, dict(_COMMON)),
+    # TVM's cuda options; -arch=sm_90 picks the GPU code is compiled for (default: device 0's)
+    "cuda": TargetKind("cuda", 2, {
+        **_COMMON, "arch": str, "mcpu": str, "max_num_threads": int,
+        "max_threads_per_block": int, "max_shared_memory_per_block": int,
+        "thread_warp_size": int, "registers_per_block": int}, ("cuda", "gpu")),
 }
 
 
@@ -424,7 +430,7 @@ def _parse_string(text: str) -> tuple[TargetKind, dict[str, Any]]:
 
 def _kind(name: str) -> TargetKind:
     if name not in _KINDS:
-        raise TargetError(f"unknown target kind {name!r}: Kiln compiles for the CPU only; use "
+        raise TargetError(f"unknown target kind {name!r}: Kiln compiles for CPUs and CUDA GPUs; use "
                           f"{', '.join(repr(k) for k in _KINDS)}")
     return _KINDS[name]
 
@@ -596,8 +602,18 @@ class Target:
         given = self.attrs.get("num-cores")
         return int(given) if given else usable_cpus()
 
+    @property
+    def is_cuda(self) -> bool:
+        """Whether this target generates CUDA kernels."""
+        return self.kind.name == "cuda"
+
+    @property
+    def arch(self) -> str:
+        """The ``-arch`` option of a cuda target (``"sm_90"``; ``""`` when not given)."""
+        return str(self.attrs.get("arch", ""))
+
     def get_target_device_type(self) -> int:
-        """The DLPack device type (1, the CPU)."""
+        """The DLPack device type (1 for CPU targets, 2 for cuda)."""
         return self.kind.device_type
 
     def export(self) -> dict[str, Any]:
@@ -649,6 +665,17 @@ class Target:
 
     def __hash__(self) -> int:
         return hash(str(self))
+
+
+def cuda(model: str = "unknown", arch: str | None = None,
+         options: str | list[str] | None = None) -> Target:
+    """A cuda target (TVM's ``tvm.target.cuda``): ``cuda(arch="sm_90")``."""
+    parts = ["cuda", f"-model={model}"]
+    if arch:
+        parts.append(f"-arch={arch}")
+    if options:
+        parts.extend(options.split() if isinstance(options, str) else options)
+    return Target(" ".join(parts))
 
 
 @dataclass(frozen=True)

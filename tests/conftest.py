@@ -33,16 +33,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip ``slow`` tests unless ``--runslow``; skip ``requires_cc`` tests without a C compiler."""
+    """Skip ``slow`` tests unless ``--runslow``; skip ``requires_cc`` tests without a C compiler,
+    ``requires_cuda_compiler`` ones without NVRTC or nvcc and ``cuda`` ones without a GPU."""
+    from kiln.codegen.cuda_compiler import find_nvcc, find_nvrtc
+    from kiln.runtime.cuda_driver import driver_available
+
     skip_slow = pytest.mark.skip(reason="slow: run with --runslow")
     skip_cc = pytest.mark.skip(reason=f"no C compiler ({settings.cc!r} not found; set CC)")
+    skip_nvrtc = pytest.mark.skip(reason="no CUDA compiler (NVRTC or nvcc): pip install "
+                                  "'.[cuda]' or install the CUDA toolkit")
+    skip_gpu = pytest.mark.skip(reason="no CUDA GPU: these run where the NVIDIA driver sees one")
     runslow = config.getoption("--runslow")
     have_cc = _toolchain.have_cc()
-    for item in items:
+    wants_nvrtc = [item.get_closest_marker("requires_cuda_compiler") is not None for item in items]
+    wants_gpu = [item.get_closest_marker("cuda") is not None for item in items]
+    have_nvrtc = not any(wants_nvrtc) or find_nvrtc() is not None or find_nvcc() is not None
+    have_gpu = not any(wants_gpu) or driver_available()
+    for item, nvrtc, gpu in zip(items, wants_nvrtc, wants_gpu):
         if "slow" in item.keywords and not runslow:
             item.add_marker(skip_slow)
         if "requires_cc" in item.keywords and not have_cc:
             item.add_marker(skip_cc)
+        if nvrtc and not have_nvrtc:
+            item.add_marker(skip_nvrtc)
+        if gpu and not have_gpu:
+            item.add_marker(skip_gpu)
 
 
 @pytest.fixture(autouse=True)

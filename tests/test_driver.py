@@ -92,7 +92,7 @@ def test_build_errors_name_the_problem() -> None:
         kiln.build(sch, dag.tensors, name="bad name")
     with pytest.raises(CompileError, match="Schedule"):
         kiln.build("not a schedule", dag.tensors)
-    with pytest.raises(kiln.target.TargetError, match="not a C or LLVM"):
+    with pytest.raises(kiln.target.TargetError, match="neither a C/LLVM nor a cuda target"):
         kiln.build(sch, dag.tensors, target="numpy")
     mod = kiln.build(sch, dag.tensors)
     with pytest.raises(kiln.runtime.module.KernelError, match="argument"):

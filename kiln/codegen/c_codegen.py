@@ -60,6 +60,7 @@ from kiln.errors import CompileError
 from kiln.te import expr as E
 from kiln.te.expr import PrimExpr, Var, const
 from kiln.te.loop_ir import (
+    THREAD_KINDS,
     Allocate,
     Buffer,
     BufferLoad,
@@ -416,6 +417,9 @@ class CCodegen:
             self.emit(f"free({b.name});")
 
     def _for(self, s: For) -> None:
+        if s.kind in THREAD_KINDS or s.kind == "vthread":
+            raise CompileError(f"kernel {self.state.func_name}: loop {s.var.name} is bound to "
+                               f"{s.kind}, a GPU thread index; build it for the cuda target")
         if s.kind == "vectorized" and emit_vector_loop(self, s):
             return
         if s.kind in ("serial", "unrolled") and emit_horizontal_reduction(self, s):

@@ -46,6 +46,7 @@ __all__ = [
     "VECTOR_MATH_TABLES",
     "c_float",
     "int_helper_names",
+    "scalar_helpers",
     "vector_math_source",
 ]
 
@@ -60,53 +61,56 @@ VECTOR_IDIOMS = r"""/* KILN_SPLAT: x in every lane (x - 0 is exact for every val
 #define KILN_MIN(V, M, a, b) KILN_SELECT(V, M, (((a) < (b)) | ((a) != (a))), a, b)
 """
 
-SCALAR_PRELUDE = r"""#ifndef _GNU_SOURCE
+_SCALAR_INCLUDES = r"""#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <stdint.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <math.h>
+"""
 
+# The scalar helpers; KILN_FN stands for how each helper is declared (see scalar_helpers)
+_SCALAR_HELPERS = r"""
 /* Integer division and remainder with NumPy's results: 0 for a zero divisor, wrap-around for
    MIN / -1. kiln_div/kiln_mod truncate (C), kiln_floordiv/kiln_floormod round down (Python). */
 #define KILN_SIGNED_INT_OPS(T, U, N, BITS)                                                   \
-  static inline T kiln_div_##N(T a, T b) {                                                   \
+  KILN_FN T kiln_div_##N(T a, T b) {                                                   \
     if (b == 0) return 0;                                                                    \
     if (b == -1) return (T)(0 - (U)a);                                                       \
     return (T)(a / b);                                                                       \
   }                                                                                          \
-  static inline T kiln_mod_##N(T a, T b) {                                                   \
+  KILN_FN T kiln_mod_##N(T a, T b) {                                                   \
     if (b == 0 || b == -1) return 0;                                                         \
     return (T)(a % b);                                                                       \
   }                                                                                          \
-  static inline T kiln_floordiv_##N(T a, T b) {                                              \
+  KILN_FN T kiln_floordiv_##N(T a, T b) {                                              \
     if (b == 0) return 0;                                                                    \
     if (b == -1) return (T)(0 - (U)a);                                                       \
     T q = (T)(a / b);                                                                        \
     if ((T)(a % b) != 0 && ((a < 0) != (b < 0))) q = (T)(q - 1);                             \
     return q;                                                                                \
   }                                                                                          \
-  static inline T kiln_floormod_##N(T a, T b) {                                              \
+  KILN_FN T kiln_floormod_##N(T a, T b) {                                              \
     if (b == 0 || b == -1) return 0;                                                         \
     T r = (T)(a % b);                                                                        \
     if (r != 0 && ((r < 0) != (b < 0))) r = (T)(r + b);                                      \
     return r;                                                                                \
   }                                                                                          \
-  static inline T kiln_shl_##N(T a, T b) {                                                   \
+  KILN_FN T kiln_shl_##N(T a, T b) {                                                   \
     return (b < 0 || b >= BITS) ? (T)0 : (T)((U)a << b);                                     \
   }                                                                                          \
-  static inline T kiln_shr_##N(T a, T b) {                                                   \
+  KILN_FN T kiln_shr_##N(T a, T b) {                                                   \
     return (b < 0 || b >= BITS) ? (T)(a < 0 ? -1 : 0) : (T)(a >> b);                         \
   }
 
 #define KILN_UNSIGNED_INT_OPS(T, N, BITS)                                                    \
-  static inline T kiln_div_##N(T a, T b) { return b == 0 ? (T)0 : (T)(a / b); }              \
-  static inline T kiln_mod_##N(T a, T b) { return b == 0 ? (T)0 : (T)(a % b); }              \
-  static inline T kiln_floordiv_##N(T a, T b) { return b == 0 ? (T)0 : (T)(a / b); }         \
-  static inline T kiln_floormod_##N(T a, T b) { return b == 0 ? (T)0 : (T)(a % b); }         \
-  static inline T kiln_shl_##N(T a, T b) { return b >= BITS ? (T)0 : (T)(a << b); }          \
-  static inline T kiln_shr_##N(T a, T b) { return b >= BITS ? (T)0 : (T)(a >> b); }
+  KILN_FN T kiln_div_##N(T a, T b) { return b == 0 ? (T)0 : (T)(a / b); }              \
+  KILN_FN T kiln_mod_##N(T a, T b) { return b == 0 ? (T)0 : (T)(a % b); }              \
+  KILN_FN T kiln_floordiv_##N(T a, T b) { return b == 0 ? (T)0 : (T)(a / b); }         \
+  KILN_FN T kiln_floormod_##N(T a, T b) { return b == 0 ? (T)0 : (T)(a % b); }         \
+  KILN_FN T kiln_shl_##N(T a, T b) { return b >= BITS ? (T)0 : (T)(a << b); }          \
+  KILN_FN T kiln_shr_##N(T a, T b) { return b >= BITS ? (T)0 : (T)(a >> b); }
 
 KILN_SIGNED_INT_OPS(int8_t, uint8_t, i8, 8)
 KILN_SIGNED_INT_OPS(int16_t, uint16_t, i16, 16)
@@ -120,28 +124,28 @@ KILN_UNSIGNED_INT_OPS(uint64_t, u64, 64)
 /* Float to integer: truncation toward zero; NaN and infinities give 0 (as the reference); a
    finite value out of range gives the x86 conversion result (the minimum integer), as NumPy's
    casts do on x86. Types narrower than 32 bits convert through int32, uint32 through int64. */
-static inline int32_t kiln_f2i32(double x) {
+KILN_FN int32_t kiln_f2i32(double x) {
   if (!(x == x && x - x == 0.0)) return 0;
   return (x > -2147483649.0 && x < 2147483648.0) ? (int32_t)x : INT32_MIN;
 }
-static inline int64_t kiln_f2i64(double x) {
+KILN_FN int64_t kiln_f2i64(double x) {
   if (!(x == x && x - x == 0.0)) return 0;
   return (x >= -9223372036854775808.0 && x < 9223372036854775808.0) ? (int64_t)x : INT64_MIN;
 }
-static inline uint64_t kiln_f2u64(double x) {
+KILN_FN uint64_t kiln_f2u64(double x) {
   if (!(x == x && x - x == 0.0)) return 0;
   if (x >= 9223372036854775808.0 && x < 18446744073709551616.0) return (uint64_t)x;
   return (uint64_t)kiln_f2i64(x);
 }
 
 /* max / min of floats propagate NaN like numpy.maximum / numpy.minimum. */
-static inline float kiln_maxf(float a, float b) { return (a > b || a != a) ? a : b; }
-static inline float kiln_minf(float a, float b) { return (a < b || a != a) ? a : b; }
-static inline double kiln_maxd(double a, double b) { return (a > b || a != a) ? a : b; }
-static inline double kiln_mind(double a, double b) { return (a < b || a != a) ? a : b; }
+KILN_FN float kiln_maxf(float a, float b) { return (a > b || a != a) ? a : b; }
+KILN_FN float kiln_minf(float a, float b) { return (a < b || a != a) ? a : b; }
+KILN_FN double kiln_maxd(double a, double b) { return (a > b || a != a) ? a : b; }
+KILN_FN double kiln_mind(double a, double b) { return (a < b || a != a) ? a : b; }
 
 /* NumPy's float floor division and modulo (npy_divmod). */
-static inline double kiln_floordivd(double a, double b) {
+KILN_FN double kiln_floordivd(double a, double b) {
   double mod = fmod(a, b);
   if (b == 0.0) return a / b;
   double div = (a - mod) / b;
@@ -150,7 +154,7 @@ static inline double kiln_floordivd(double a, double b) {
   double fl = floor(div);
   return (div - fl > 0.5) ? fl + 1.0 : fl;
 }
-static inline double kiln_floormodd(double a, double b) {
+KILN_FN double kiln_floormodd(double a, double b) {
   double mod = fmod(a, b);
   if (b == 0.0) return mod;
   if (mod != 0.0) {
@@ -159,8 +163,8 @@ static inline double kiln_floormodd(double a, double b) {
   }
   return copysign(0.0, b);
 }
-static inline float kiln_floordivf(float a, float b) { return (float)kiln_floordivd(a, b); }
-static inline float kiln_floormodf(float a, float b) {
+KILN_FN float kiln_floordivf(float a, float b) { return (float)kiln_floordivd(a, b); }
+KILN_FN float kiln_floormodf(float a, float b) {
   float mod = fmodf(a, b);
   if (b == 0.0f) return mod;
   if (mod != 0.0f) {
@@ -171,17 +175,27 @@ static inline float kiln_floormodf(float a, float b) {
 }
 
 /* Logistic function without overflow for large |x|. */
-static inline float kiln_sigmoidf(float x) {
+KILN_FN float kiln_sigmoidf(float x) {
   if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
   float e = expf(x);
   return e / (1.0f + e);
 }
-static inline double kiln_sigmoidd(double x) {
+KILN_FN double kiln_sigmoidd(double x) {
   if (x >= 0.0) return 1.0 / (1.0 + exp(-x));
   double e = exp(x);
   return e / (1.0 + e);
 }
 """
+
+
+def scalar_helpers(qualifier: str = "static inline") -> str:
+    """The scalar helpers (NumPy's integer division, float-to-int conversion, NaN-propagating
+    min/max, floor division, sigmoid), each declared with ``qualifier`` (CUDA device code
+    declares them ``static __device__ __forceinline__``)."""
+    return _SCALAR_HELPERS.replace("KILN_FN", qualifier)
+
+
+SCALAR_PRELUDE = _SCALAR_INCLUDES + scalar_helpers()
 
 # erf on |x| in [k/2, (k+1)/2), k = 0..7 (columns): the interval's centre, c0, b and the
 # coefficients s0..s6 of kiln_verf (rows, in that order), fitted for this file.

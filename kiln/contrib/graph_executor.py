@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from kiln.runtime.graph_executor import GraphExecutor, GraphModule
+from kiln.runtime.cuda_executor import executor_class
+from kiln.runtime.graph_executor import GraphModule
 from kiln.runtime.module import Module
 from kiln.runtime.ndarray import Device
 
@@ -48,4 +49,4 @@ def create(graph_json_str: str, libmod: Module, device: Device | Sequence[Device
         from kiln.contrib.debugger import debug_executor
 
         return debug_executor.create(graph_json_str, libmod, device, dump_root=dump_root)
-    return GraphModule(GraphExecutor(graph_json_str, libmod, device))
+    return GraphModule(executor_class(device)(graph_json_str, libmod, device))

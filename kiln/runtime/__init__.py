@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kiln.runtime.ndarray import Device, NDArray, array, cpu, device, empty
+from kiln.runtime import cuda_driver as _cuda_driver  # registers CUDA NDArrays (opens no driver)
+from kiln.runtime import cuda_library as _cuda_library  # the cuda library kind, for load_module
+from kiln.runtime.ndarray import Device, NDArray, array, cpu, cuda, device, empty
 
 __all__ = [
     "Device",
@@ -13,6 +15,7 @@ __all__ = [
     "array",
     "convert",
     "cpu",
+    "cuda",
     "device",
     "empty",
     "load_module",

@@ -35,20 +35,24 @@ from typing import Any
 import numpy as np
 
 from kiln.errors import KilnError
+from kiln.runtime.cuda_driver import time_launches
+from kiln.runtime.cuda_executor import CudaGraphExecutor
 from kiln.runtime.debug_result import DebugResult
-from kiln.runtime.graph_executor import GraphExecutor, GraphModule
+from kiln.runtime.graph_executor import GraphExecutor, GraphModule, first_device
 from kiln.runtime.graph_json import GraphJSON
 from kiln.runtime.module import Module
 from kiln.runtime.ndarray import Device, NDArray
 from kiln.runtime.profiling import BenchmarkResult, time_function
 
 __all__ = [
+    "CudaDebugExecutor",
     "DebugExecutor",
     "GraphModuleDebug",
     "NodeNotFoundError",
     "create",
     "create_executor",
     "create_from_factory",
+    "debug_executor_class",
 ]
 
 _DUMP_ROOT_PREFIX = "tvmdbg_"
@@ -127,8 +131,8 @@ class DebugExecutor(GraphExecutor):
         if not 0 <= int(output_index) < node.num_outputs:
             raise KilnError(f"get_node_output: node {index} ({node.name!r}) has {node.num_outputs} "
                             f"output(s), asked for output {output_index}")
-        return NDArray(self.entries[self.graph.entry_id(index, int(output_index))].copy(),
-                       self.device, copy=False)
+        return NDArray(self._host_copy(self.entries[self.graph.entry_id(index, int(output_index))]),
+                       copy=False)
 
     def debug_get_output(self, index: int, out: NDArray | np.ndarray | None = None) -> Any:
         """Run the graph from its start up to node ``index`` and copy its first output.
@@ -257,9 +261,33 @@ repeats_to_cooldown
             self.run_node(nid)
             end = time.time_ns()
             stamps.append((_wall_clock(start), _wall_clock(end)))
-            outputs.extend(self.entries[eid].copy() for eid in self.node_output_entries(nid))
+            outputs.extend(self._host_copy(self.entries[eid])
+                           for eid in self.node_output_entries(nid))
         self.last_executed_node = len(self.graph.nodes) - 1
         return outputs, stamps
+
+
+class CudaDebugExecutor(DebugExecutor, CudaGraphExecutor):
+    """The debug executor on a CUDA GPU: nodes run one at a time on the kernels' stream, each
+    node's time measured with CUDA events, node outputs copied to the host."""
+
+    def _time_node(self, nid: int, number: int, repeat: int, min_repeat_ms: float,
+                   limit_zero_time_iterations: int, cooldown_interval_ms: float,
+                   repeats_to_cooldown: int) -> BenchmarkResult:
+        call = self._execs[nid]
+        if call is None:
+            return BenchmarkResult([0.0] * max(repeat, 1))
+        return BenchmarkResult(time_launches(call, self.stream, number, repeat, min_repeat_ms))
+
+    def run_node(self, nid: int) -> None:
+        """Run node ``nid`` and wait for the GPU."""
+        super().run_node(nid)
+        self.stream.synchronize()
+
+
+def debug_executor_class(device: Device | Sequence[Device] | None) -> type[DebugExecutor]:
+    """The debug executor for a device: :class:`CudaDebugExecutor` for a CUDA device."""
+    return CudaDebugExecutor if first_device(device).device_type == 2 else DebugExecutor
 
 
 def create_from_factory(factory: Any, *devices: Device) -> DebugExecutor:
@@ -277,7 +305,8 @@ def create_from_factory(factory: Any, *devices: Device) -> DebugExecutor:
     DebugExecutor
         Ready to wrap in :class:`GraphModuleDebug`.
     """
-    executor = DebugExecutor(factory.graph, factory, list(devices) or None)
+    executor = debug_executor_class(list(devices) or None)(factory.graph, factory,
+                                                          list(devices) or None)
     executor.set_params(factory.get_params())
     return executor
 
@@ -328,7 +357,7 @@ def create_executor(graph_json_str: str, libmod: Module,
     if not isinstance(graph_json_str, str):
         raise TypeError(f"graph_json_str must be the graph JSON text, got "
                         f"{type(graph_json_str).__name__}")
-    executor = DebugExecutor(graph_json_str, libmod, device)
+    executor = debug_executor_class(device)(graph_json_str, libmod, device)
     get_params = getattr(libmod, "get_params", None)
     if callable(get_params):
         executor.set_params(get_params())
@@ -342,10 +371,10 @@ def _as_debug_executor(module: Any) -> DebugExecutor:
         return module
     if isinstance(module, GraphExecutor):
         # a plain executor (lib["default"](dev)): same graph and kernels, inputs carried over
-        executor = DebugExecutor(module.graph, module.lib, module.device)
+        executor = debug_executor_class(module.device)(module.graph, module.lib, module.device)
         for nid in module.graph.arg_nodes:
             eid = module.graph.entry_id(nid, 0)
-            np.copyto(executor.entries[eid], module.entries[eid])
+            executor._store(executor.entries[eid], module._host_copy(module.entries[eid]))
         executor.param_names |= module.param_names
         return executor
     raise TypeError("GraphModuleDebug wraps the module lib['debug_create']('default', dev) returns, "

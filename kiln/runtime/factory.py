@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln.errors import KilnError
+from kiln.runtime.cuda_executor import executor_class
 from kiln.runtime.export import (
     ModuleBlob,
     default_metadata,
@@ -106,8 +107,9 @@ class GraphExecutorFactoryModule(Module):
 
     # --- executors -----------------------------------------------------------------------------
     def create(self, *devices: Device) -> GraphExecutor:
-        """An executor on ``devices`` (the CPU) with the params set."""
-        executor = GraphExecutor(self.graph, self, list(devices) or None)
+        """An executor on ``devices`` (the CPU, or a CUDA GPU for a cuda build) with the params
+        set."""
+        executor = executor_class(list(devices) or None)(self.graph, self, list(devices) or None)
         executor.set_params(self.params)
         return executor
 

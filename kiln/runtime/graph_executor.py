@@ -66,15 +66,24 @@ def _aligned_zeros(nbytes: int) -> np.ndarray:
     return raw[start:start + nbytes]
 
 
-def _devices(device: Device | Sequence[Device] | None) -> Device:
+def first_device(device: Device | Sequence[Device] | None) -> Device:
+    """The device an executor runs on: the first one given (default: the CPU)."""
     devs = [device] if isinstance(device, Device) or device is None else list(device)
     if not devs:
         raise KilnError("the graph executor needs a device (e.g. kiln.cpu())")
     dev = devs[0] or cpu()
     if not isinstance(dev, Device):
         raise TypeError(f"expected a Device such as kiln.cpu(), got {type(dev).__name__}")
-    if dev.device_type != 1:
-        raise KilnError(f"device {dev} is not supported: Kiln runs graphs on the CPU")
+    return dev
+
+
+def _devices(device: Device | Sequence[Device] | None, device_type: int = 1) -> Device:
+    dev = first_device(device)
+    if dev.device_type != device_type:
+        where = "the CPU" if device_type == 1 else "a CUDA GPU"
+        raise KilnError(f"device {dev} is not supported by this executor, which runs on {where}; "
+                        "build for the matching target ('llvm' for kiln.cpu(), 'cuda' for "
+                        "kiln.cuda())")
     return dev
 
 
@@ -107,6 +116,8 @@ class GraphExecutor(Module):
     """
 
     type_key = "GraphExecutor"
+    #: DLPack device type it runs on (the CPU; :class:`kiln.runtime.cuda_executor.CudaGraphExecutor` 2)
+    device_type = 1
 
     def __init__(self, graph_json: str | GraphJSON, lib: Module,
                  device: Device | Sequence[Device] | None = None):
@@ -115,7 +126,7 @@ class GraphExecutor(Module):
             raise TypeError(f"the kernel library must be a runtime Module, got {type(lib).__name__}")
         self.graph = graph_json if isinstance(graph_json, GraphJSON) else parse_graph_json(graph_json)
         self.lib = lib
-        self.device = _devices(device)
+        self.device = _devices(device, self.device_type)
         self.input_index = {name: i for i, name in enumerate(self.graph.input_names)}
         self.param_names: set[str] = set()
         self._converted_inputs: set[str] = set()
@@ -185,7 +196,7 @@ class GraphExecutor(Module):
         # per-run lookups done once: an input's buffer by name, each output as an NDArray
         self._input_buffers = {name: entries[g.entry_id(g.arg_nodes[i], 0)]
                                for name, i in self.input_index.items()}
-        self._outputs = [NDArray(entries[e], self.device, copy=False) for e in g.output_entries]
+        self._outputs = [self._as_ndarray(entries[e]) for e in g.output_entries]
 
     def _bind(self) -> None:
         execs: list[Callable[[], None] | None] = [None] * len(self.graph.nodes)
@@ -332,7 +343,7 @@ class GraphExecutor(Module):
             if target is None:
                 continue
             if type(v) is np.ndarray and v.dtype == target.dtype and v.shape == target.shape:
-                np.copyto(target, v)  # the common case, without the checks' lookups
+                self._store(target, v)  # the common case, without the checks' lookups
             else:
                 self._copy_in(name, v)
 
@@ -364,12 +375,28 @@ class GraphExecutor(Module):
                 self._converted_inputs.add(name)
                 warnings.warn(f"input {name!r}: converting {src.dtype} to {want}",
                               InputConversionWarning, stacklevel=3)
-        np.copyto(target, src, casting="unsafe")
+        self._store(target, src)
+
+    def _store(self, entry: Any, value: np.ndarray) -> None:
+        """Copy a host array of the entry's shape into an entry (converting its dtype)."""
+        np.copyto(entry, value, casting="unsafe")
+
+    def _load(self, entry: Any, out: np.ndarray) -> None:
+        """Copy an entry into a host array of its shape and dtype."""
+        np.copyto(out, entry)
+
+    def _host_copy(self, entry: Any) -> np.ndarray:
+        """A host copy of an entry (for debuggers)."""
+        return np.array(entry, copy=True)
+
+    def _as_ndarray(self, entry: Any) -> NDArray:
+        """An NDArray sharing an entry's memory."""
+        return NDArray(entry, self.device, copy=False)
 
     def get_input(self, key: int | str) -> NDArray:
         """Input ``key`` (name or index) as an NDArray sharing the executor's buffer."""
         _, eid = self._input_entry(key)
-        return NDArray(self.entries[eid], self.device, copy=False)
+        return self._as_ndarray(self.entries[eid])
 
     def get_num_inputs(self) -> int:
         """Number of input nodes, params included (TVM counts every arg node)."""
@@ -479,6 +506,13 @@ class GraphExecutor(Module):
         if out is None:
             return self._outputs[self._output_index(index)]
         value = self.entries[self.graph.output_entries[self._output_index(index)]]
+        if isinstance(out, NDArray) and out.device.device_type != 1:
+            if out.shape != value.shape or out.dtype != self.graph.entry_dtype(
+                    self.graph.output_entries[self._output_index(index)]):
+                raise InputError(f"get_output({index}, out): out must be {value.shape} "
+                                 f"{value.dtype}, got {out.shape} {out.dtype}")
+            out.copyfrom(self._outputs[self._output_index(index)])
+            return out
         target = out.view_numpy() if isinstance(out, NDArray) else out
         if not isinstance(target, np.ndarray) or target.shape != value.shape or \
                 target.dtype != value.dtype:
@@ -486,7 +520,7 @@ class GraphExecutor(Module):
                    else type(out).__name__)
             raise InputError(f"get_output({index}, out): out must be {value.shape} {value.dtype}, "
                              f"got {got}")
-        np.copyto(target, value)
+        self._load(value, target)
         return out
 
     # --- module functions (TVM's packed-function names) ----------------------------------------
@@ -630,7 +664,7 @@ class GraphModule:
         BenchmarkResult
             Seconds per run, with the thread count.
         """
-        _devices(device)
+        _devices(device, self.module.device_type)
         fn: Callable[[], object]
         if end_to_end:
             module = self.module
@@ -638,7 +672,7 @@ class GraphModule:
             def fn() -> None:
                 module.run(**kwargs)
                 for i in range(module.get_num_outputs()):
-                    np.array(module.entries[module.graph.output_entries[i]], copy=True)
+                    module.get_output(i).numpy()
         else:
             if kwargs:
                 self.set_input(**kwargs)

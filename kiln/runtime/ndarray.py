@@ -6,7 +6,7 @@ through its data pointer. ``numpy()`` returns a copy, as TVM's does.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +14,7 @@ import numpy as np
 
 from kiln.runtime.dtype import as_dtype, is_narrow, np_dtype
 
-__all__ = ["Device", "NDArray", "array", "cpu", "device", "empty"]
+__all__ = ["Device", "NDArray", "array", "cpu", "cuda", "device", "empty", "register_device_array"]
 
 _DEVICE_NAMES = {1: "cpu", 2: "cuda", 4: "opencl", 7: "vulkan", 8: "metal", 10: "rocm"}
 _DEVICE_TYPES = {"cpu": 1, "llvm": 1, "c": 1, "stackvm": 1, "numpy": 1, "cuda": 2, "gpu": 2,
@@ -30,11 +30,21 @@ class Device:
 
     @property
     def exist(self) -> bool:
-        """Whether Kiln can run on this device (only the CPU for now)."""
-        return self.device_type == 1
+        """Whether Kiln can run on this device: the CPU, or a GPU its driver sees."""
+        if self.device_type == 1:
+            return True
+        kind = _DEVICE_ARRAYS.get(self.device_type)
+        if kind is None:
+            return False
+        try:
+            return kind[1](self)
+        except Exception:  # no driver, no such device: it does not exist here
+            return False
 
     def sync(self) -> None:
-        """Wait for pending work (CPU kernels are synchronous)."""
+        """Wait for pending work (CPU kernels are synchronous; a GPU is synchronized)."""
+        if self.device_type != 1:
+            device_runtime(self).synchronize()
 
     def __str__(self) -> str:
         return f"{_DEVICE_NAMES.get(self.device_type, 'dev' + str(self.device_type))}({self.device_id})"
@@ -47,6 +57,31 @@ def cpu(dev_id: int = 0) -> Device:
     return Device(1, dev_id)
 
 
+def cuda(dev_id: int = 0) -> Device:
+    """CUDA GPU ``dev_id`` (``tvm.cuda``); its driver is loaded when the device is first used."""
+    return Device(2, dev_id)
+
+
+# device type -> (NDArray subclass holding device memory, probe(device) -> exists), registered
+# by the module that drives that kind of device (kiln.runtime.cuda_driver)
+_DEVICE_ARRAYS: dict[int, tuple[type[NDArray], Callable[[Device], Any]]] = {}
+
+
+def register_device_array(device_type: int, array_type: type[NDArray],
+                          probe: Callable[[Device], Any]) -> None:
+    """Make ``array(x, device)`` of ``device_type`` build an ``array_type``; ``probe(device)``
+    opens the device (returning its runtime handle) or raises when it is not there."""
+    _DEVICE_ARRAYS[device_type] = (array_type, probe)
+
+
+def device_runtime(dev: Device) -> Any:
+    """The runtime handle of a non-CPU device (a :class:`kiln.runtime.cuda_driver.CudaDevice`)."""
+    kind = _DEVICE_ARRAYS.get(dev.device_type)
+    if kind is None:
+        raise ValueError(f"device {dev} is not supported by Kiln; it runs on cpu and cuda")
+    return kind[1](dev)
+
+
 def device(dev_type: str | int, dev_id: int = 0) -> Device:
     """A device by name (``"cpu"``, ``"llvm"``, ...) or DLPack type code."""
     if isinstance(dev_type, str):
@@ -56,8 +91,8 @@ def device(dev_type: str | int, dev_id: int = 0) -> Device:
         code = _DEVICE_TYPES[key]
     else:
         code = int(dev_type)
-    if code != 1:
-        raise ValueError(f"device {dev_type!r} is not supported by Kiln yet; only the CPU is")
+    if code not in (1, 2):
+        raise ValueError(f"device {dev_type!r} is not supported by Kiln; it runs on cpu and cuda")
     return Device(code, dev_id)
 
 
@@ -142,7 +177,7 @@ class NDArray:
         if isinstance(target, NDArray):
             return target.copyfrom(self)
         if isinstance(target, Device):
-            return NDArray(self._array, target)
+            return array(self._array, target)
         raise TypeError(f"copyto takes an NDArray or a Device, got {type(target).__name__}")
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -175,9 +210,20 @@ def array(arr: Any, device: Device | None = None, dtype: str | None = None) -> N
     a = np.asarray(arr)
     if dtype is not None:
         a = a.astype(np_dtype(dtype))
+    if device is not None and device.device_type != 1:
+        return _device_array(device)(a, device)
     return NDArray(a, device)
+
+
+def _device_array(device: Device) -> type[NDArray]:
+    kind = _DEVICE_ARRAYS.get(device.device_type)
+    if kind is None:
+        raise ValueError(f"device {device} is not supported by Kiln; it runs on cpu and cuda")
+    return kind[0]
 
 
 def empty(shape: Sequence[int], dtype: str = "float32", device: Device | None = None) -> NDArray:
     """A zero-filled NDArray (``tvm.nd.empty``; Kiln zeroes it for reproducibility)."""
+    if device is not None and device.device_type != 1:
+        return _device_array(device)(np.zeros(tuple(int(s) for s in shape), np_dtype(dtype)), device)
     return NDArray(np.zeros(tuple(int(s) for s in shape), np_dtype(dtype)), device, copy=False)

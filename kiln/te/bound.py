@@ -3,7 +3,10 @@
 A stage computed at the root covers its whole domain. A stage computed at a loop of another
 stage (``compute_at``) covers the union of the regions its consumers read during one iteration
 of that loop: loops enclosing the attach point stay symbolic (the region's minimum is an
-expression of them), all other loops range over their extents. Regions have constant extents
+expression of them), all other loops range over their extents. A ``shared``-scope stage (GPU
+shared memory) is one buffer for all the threads of a block, so the enclosing loops bound to
+``threadIdx`` or ``vthread`` range over their extents too (TVM's rule); every other stage
+computed inside a thread loop is per thread. Regions have constant extents
 (an upper bound when the exact extent varies), so their buffers have static sizes.
 
 :class:`BoundInference` computes, for every computed stage, fresh loop variables, loop extents,
@@ -254,6 +257,7 @@ class BoundInference:
         self.resolved = resolve_inlined(sch)
         self.info: dict[int, StageBounds] = {}
         self.ranges: dict[Var, tuple[int, int]] = {}
+        self.block_threads: set[Var] = set()  # loop variables bound to threadIdx.* or vthread
         self._names: dict[str, int] = {}
         computed = [(i, s) for i, s in enumerate(sch.stages)
                     if isinstance(s.op, ComputeOp) and s.attach_type != "inline"]
@@ -317,6 +321,8 @@ class BoundInference:
             info.loop_vars[id(iv)] = var
             ext = dom[id(iv)][1]
             self.ranges[var] = (0, max(ext - 1, 0))
+            if stage.annotation_of(iv).startswith(("threadIdx", "vthread")):
+                self.block_threads.add(var)
             values[id(iv)] = var
         rel = pass_up_index(stage, dom, values)
         info.offsets = dict(rel)
@@ -356,6 +362,8 @@ class BoundInference:
             raise ScheduleError(f"stage {op.name} is computed at {_attach_name(info)} "
                                 "but nothing reads it")
         fixed = set(info.enclosing)
+        if info.stage.scope == "shared":  # one buffer for the block: every thread's region
+            fixed -= self.block_threads
         relaxed = {v for v in self.ranges if v not in fixed}
         simp = Simplifier(self.ranges)
         per_dim: list[list[tuple[PrimExpr, PrimExpr]]] = [[] for _ in op.axis]

@@ -22,6 +22,8 @@ recorded and replayed like a tuned one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kiln.te import expr as E
 from kiln.te.bound import INLINE_MAX_NODES, InlineCost, inline_costs, resolve_inlined
 from kiln.te.dag import ComputeDAG
@@ -31,7 +33,7 @@ from kiln.te.simplify import Simplifier
 from kiln.te.tensor import ComputeOp
 from kiln.te.visit import post_order, substitute
 
-__all__ = ["PARALLEL_MIN_WORK", "default_schedule", "vector_lanes"]
+__all__ = ["PARALLEL_MIN_WORK", "default_schedule", "inline_injective", "is_output", "vector_lanes"]
 
 # Below this many inner-loop iterations a parallel region costs more than it saves.
 PARALLEL_MIN_WORK = 1 << 15
@@ -102,14 +104,7 @@ def default_schedule(dag: ComputeDAG, vector_bytes: int = 32, num_threads: int =
         The scheduled state (its steps replay on ``dag``).
     """
     state = dag.init_state
-    inlined: dict[tuple[int, int], InlineCost] = {}
-    for i, op in enumerate(dag.ops):
-        if isinstance(op, ComputeOp) and not op.is_reduction and not _is_output(dag, op) \
-                and not _materialize(dag, op):
-            costs = inline_costs(op, inlined)
-            if max(c.size for c in costs) <= INLINE_MAX_NODES:
-                state.compute_inline(i)
-                inlined.update({op.output(k).key: c for k, c in enumerate(costs)})
+    inline_injective(dag, state, keep=_materialize)
     sch = dag.apply_steps(state.transform_steps)
     resolved = resolve_inlined(sch)
     sch_stages = sch.stages
@@ -124,6 +119,21 @@ def default_schedule(dag: ComputeDAG, vector_bytes: int = 32, num_threads: int =
     return state
 
 
+def inline_injective(dag: ComputeDAG, state: State,
+                     keep: Callable[[ComputeDAG, ComputeOp], bool] | None = None) -> None:
+    """Inline (``CI``) every injective stage that is not an output into its consumers, except
+    those ``keep`` says to compute into a buffer and those whose expanded expression would exceed
+    :data:`~kiln.te.bound.INLINE_MAX_NODES` nodes."""
+    inlined: dict[tuple[int, int], InlineCost] = {}
+    for i, op in enumerate(dag.ops):
+        if isinstance(op, ComputeOp) and not op.is_reduction and not is_output(dag, op) \
+                and not (keep is not None and keep(dag, op)):
+            costs = inline_costs(op, inlined)
+            if max(c.size for c in costs) <= INLINE_MAX_NODES:
+                state.compute_inline(i)
+                inlined.update({op.output(k).key: c for k, c in enumerate(costs)})
+
+
 def _materialize(dag: ComputeDAG, op: ComputeOp) -> bool:
     """Keep a conditional injective stage (padding) feeding a reduction as its own buffer, so the
     reduction's inner loop reads it without branches."""
@@ -135,7 +145,8 @@ def _materialize(dag: ComputeDAG, op: ComputeOp) -> bool:
                and any(t.op is op for t in c.input_tensors()) for c in dag.ops)
 
 
-def _is_output(dag: ComputeDAG, op: ComputeOp) -> bool:
+def is_output(dag: ComputeDAG, op: ComputeOp) -> bool:
+    """Whether ``op`` computes one of the DAG's outputs."""
     return any(t.op is op for t in dag.tensors)
 
 

@@ -1,10 +1,11 @@
 """Loop IR: the lowered form of a schedule, printed as C by :mod:`kiln.codegen.c_codegen`.
 
 A :class:`PrimFunc` takes flat :class:`Buffer` parameters (the kernel's inputs then outputs) and
-runs a statement tree of :class:`For` loops (serial, parallel, vectorized or unrolled; every loop
-starts at 0), :class:`Allocate` (an intermediate or cache buffer), :class:`Store`,
-:class:`LetStmt`, :class:`IfThenElse`, :class:`Seq` and :class:`Evaluate`. Expressions are
-:mod:`kiln.te.expr` nodes plus :class:`BufferLoad` (an element of a buffer at a flat index).
+runs a statement tree of :class:`For` loops (serial, parallel, vectorized, unrolled, or bound to a
+GPU grid or block index (:data:`THREAD_KINDS`); every loop starts at 0), :class:`Allocate` (an
+intermediate or cache buffer), :class:`Store`, :class:`LetStmt`, :class:`IfThenElse`, :class:`Seq`
+and :class:`Evaluate`. Expressions are :mod:`kiln.te.expr` nodes plus :class:`BufferLoad` (an
+element of a buffer at a flat index).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from kiln.te.expr import PrimExpr, Var
 
 __all__ = [
     "FOR_KINDS",
+    "THREAD_KINDS",
     "Allocate",
     "Buffer",
     "BufferLoad",
@@ -36,7 +38,12 @@ __all__ = [
     "walk_stmts",
 ]
 
-FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled")
+# GPU thread bindings: a loop of one of these kinds is the grid or block index of a CUDA kernel
+THREAD_KINDS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
+                "threadIdx.z")
+# a virtual thread (Ansor's vthread): a loop each GPU thread runs in full, whose iterations a
+# shared-memory stage computed inside it serves all at once (like a thread loop's)
+FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled", "vthread", *THREAD_KINDS)
 
 
 @dataclass(eq=False)

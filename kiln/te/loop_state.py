@@ -338,6 +338,14 @@ class State:
         result: Iterator = self._do(AnnotationStep(sid, self.iter_id(sid, iterator), annotation))
         return result
 
+    def bind(self, stage: Any, iterator: Iterator | int, thread_name: str) -> Iterator:
+        """Bind an iterator to a GPU index (``AN`` 4-10): ``"blockIdx.x"``, ``"threadIdx.y"``,
+        ``"vthread"``, ... (TVM's ``State.bind``)."""
+        names = ANNOTATION_NAMES[IteratorAnnotation.VTHREAD:IteratorAnnotation.TENSORIZE]
+        if thread_name not in names:
+            raise TuningLogError(f"bind: {thread_name!r} is not a thread name ({', '.join(names)})")
+        return self._annotate(stage, iterator, ANNOTATION_NAMES.index(thread_name))
+
     def parallel(self, stage: Any, iterator: Iterator | int) -> Iterator:
         """Run an iterator's iterations in parallel (``AN`` 3)."""
         return self._annotate(stage, iterator, IteratorAnnotation.PARALLEL)

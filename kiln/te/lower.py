@@ -23,6 +23,7 @@ from kiln.te import expr as E
 from kiln.te.bound import BoundInference, StageBounds, limit_inlining, resolve_leaf
 from kiln.te.expr import PrimExpr, Var, const
 from kiln.te.loop_ir import (
+    THREAD_KINDS,
     Allocate,
     Buffer,
     BufferLoad,
@@ -42,7 +43,8 @@ from kiln.te.visit import substitute, transform, vars_in
 
 __all__ = ["lower", "lower_schedule"]
 
-_KIND = {"parallel": "parallel", "vectorize": "vectorized", "unroll": "unrolled"}
+_KIND = {"parallel": "parallel", "vectorize": "vectorized", "unroll": "unrolled",
+         "vthread": "vthread", **{tag: tag for tag in THREAD_KINDS}}
 
 
 def lower(target: Any, steps: Any = None, *, args: Sequence[Tensor] | None = None,
@@ -259,6 +261,12 @@ class _Lowering:
         reduce_guard += inner_reduce_guard
         where = [self._to_buffers(substitute(b.condition, coords)) for b in info.bodies[:1]
                  if isinstance(b, E.Reduce)]
+        thread_leaves = [iv for iv in leaves[first_red:]
+                         if stage.annotation_of(iv).startswith("threadIdx")]
+        if thread_leaves:
+            return self._nest(info, 0, first_red, self._thread_reduction(
+                info, coords, first_red, thread_leaves, spatial_guard,
+                reduce_guard + where))
         init_stmt = self._guard(spatial_guard, init)
         update_stmt = self._guard(spatial_guard + reduce_guard + where, update)
         parts: list[Stmt] = []
@@ -269,6 +277,77 @@ class _Lowering:
         skips = self._padding_skips(info, coords, first_red)
         parts.append(self._nest(info, first_red, len(leaves), update_stmt or Seq(()), skips))
         return self._nest(info, 0, first_red, Seq(tuple(parts)))
+
+    def _thread_reduction(self, info: StageBounds, coords: dict[Var, PrimExpr], first_red: int,
+                          thread_leaves: list[IterVar], spatial_guard: list[PrimExpr],
+                          reduce_guard: list[PrimExpr]) -> Stmt:
+        """A reduction whose loop over one of its axes is bound to a GPU thread index: each
+        thread of the block reduces its share into a register, the block combines the shares
+        in shared memory (a tree, halving the active threads each step), and thread 0 stores.
+
+        Every step is its own loop over the thread index, so read in order (as the loop-IR
+        evaluator does) it computes the same as the threads do together; the CUDA generator
+        fences each step's shared stores with barriers (TVM's cross-thread ``allreduce``).
+        """
+        stage, op = info.stage, info.op
+        leaves = stage.leaf_iter_vars
+        reduces = [b for b in info.bodies if isinstance(b, E.Reduce)]
+        if len(thread_leaves) != 1 or len(reduces) != 1 or len(reduces[0].source) != 1 \
+                or any(iv.iter_type != COMM_REDUCE for iv in leaves[first_red:]):
+            raise ScheduleError(f"stage {stage.name}: Kiln lowers a cross-thread reduction only "
+                                "for one reduction of one value, with one reduction loop bound "
+                                "to a thread index and no spatial loop inside its reduction loops")
+        leaf = thread_leaves[0]
+        kind, extent = stage.annotation_of(leaf), info.extents[id(leaf)]
+        combiner = reduces[0].combiner
+        dtype = op.output_dtype(0)
+
+        def combine(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+            return substitute(combiner.result[0], {combiner.lhs[0]: a, combiner.rhs[0]: b})
+
+        def thread_loop(name: str, body_of: Any) -> For:
+            var = Var(self._unique(f"{name}_{kind.replace('.', '_')}"), "int32")
+            self.simp.ranges[var] = (0, extent - 1)
+            return For(var, extent, kind, body_of(var))
+
+        partial = Buffer(self._unique(f"{op.name}_partial"), dtype, (1,), kind="temp",
+                         scope="local")
+        shares = Buffer(self._unique(f"{op.name}_shares"), dtype, (extent,), kind="temp",
+                        scope="shared")
+        mine = BufferLoad(partial, const(0), dtype)
+        source = self._to_buffers(substitute(reduces[0].source[0], coords))
+        body: Stmt = self._guard(spatial_guard + reduce_guard,
+                                 Store(partial, const(0), combine(mine, source))) or Seq(())
+        for iv in reversed(leaves[first_red:]):
+            if iv is not leaf:
+                body = self._loop(info, iv, body)
+        own = info.loop_vars[id(leaf)]
+        fill = For(own, extent, kind, Allocate(partial, Seq((
+            Store(partial, const(0), combiner.identity[0]), body, Store(shares, own, mine)))))
+        half = 1
+        while half * 2 < extent:
+            half *= 2
+        strides = []  # half, half / 2, ..., 1
+        while half >= 1:
+            strides.append(half)
+            half //= 2
+
+        def step(t: Var, s: int) -> Stmt:
+            cond = t < s if s * 2 <= extent else E.logical_and(t < s, t + s < extent)
+            return IfThenElse(cond, Store(shares, t, combine(BufferLoad(shares, t, dtype),
+                                                             BufferLoad(shares, t + s, dtype))))
+
+        steps = [thread_loop("step", lambda t, s=s: step(t, s)) for s in strides]
+        buf, idx = self._store_index(info, 0)
+        first = reduces[0].init[0] if reduces[0].init else combiner.identity[0]
+        result = combine(self._to_buffers(substitute(first, coords)),
+                         BufferLoad(shares, const(0), dtype))
+
+        def store(t: Var) -> Stmt:
+            return self._guard([E.compare("eq", t, 0), *spatial_guard],
+                               Store(buf, idx, result)) or Seq(())
+
+        return Allocate(shares, Seq((fill, *steps, thread_loop("store", store))))
 
     def _padding_skips(self, info: StageBounds, coords: dict[Var, PrimExpr],
                        first_red: int) -> dict[int, list[PrimExpr]]:
@@ -326,6 +405,10 @@ class _Lowering:
             if leaf.iter_type == COMM_REDUCE and _derives_from(stage, leaf) & spatial_roots:
                 raise ScheduleError(f"stage {stage.name}: loop {leaf.var.name} fuses spatial and "
                                     "reduction axes, which cannot be lowered")
+            if leaf.iter_type == COMM_REDUCE and stage.annotation_of(leaf).startswith("blockIdx"):
+                raise ScheduleError(f"stage {stage.name}: reduction loop {leaf.var.name} is bound "
+                                    f"to {stage.annotation_of(leaf)}; blocks cannot combine "
+                                    "their results")
 
     def _loop(self, info: StageBounds, iv: IterVar, body: Stmt) -> Stmt:
         stage = info.stage

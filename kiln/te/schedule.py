@@ -69,7 +69,8 @@ class FuseRelation:
 
 Relation = SplitRelation | FuseRelation
 
-ANNOTATIONS = ("none", "unroll", "vectorize", "parallel")
+ANNOTATIONS = ("none", "unroll", "vectorize", "parallel", "vthread", "blockIdx.x", "threadIdx.x",
+               "blockIdx.y", "threadIdx.y", "blockIdx.z", "threadIdx.z")
 
 
 @dataclass(eq=False)
@@ -157,7 +158,8 @@ class Stage:
             self.leaf_iter_vars[pos] = iv
 
     def annotate(self, iv: IterVar, annotation: str) -> None:
-        """Mark a leaf loop ``"parallel"``, ``"vectorize"``, ``"unroll"`` or ``"none"``."""
+        """Mark a leaf loop ``"parallel"``, ``"vectorize"``, ``"unroll"``, a GPU thread binding
+        (``"blockIdx.x"``, ``"threadIdx.x"``, ... y, z, ``"vthread"``) or ``"none"``."""
         self._leaf_index(iv, annotation)
         if annotation not in ANNOTATIONS:
             raise ScheduleError(f"unknown loop annotation {annotation!r}")
@@ -379,18 +381,35 @@ def pass_down_domain(stage: Stage,
     """Ranges ``(min, extent)`` of every loop of ``stage`` from the ranges of its root axes.
 
     Split and fused loops start at 0; the parent's minimum is added back by
-    :func:`pass_up_index`.
+    :func:`pass_up_index`. The inner loop of a split by a factor larger than its parent's extent
+    (a stage computed at a loop of another needs fewer elements than its splits were made for)
+    runs the parent's extent only, as TVM's ``PassDownDomain`` tightens it, unless a loop derived
+    from it is bound to a GPU thread (its extent is the block's shape) or vectorized.
     """
     dom = dict(root_dom)
     for rel in stage.relations:
         if isinstance(rel, SplitRelation):
             _, ext = dom[id(rel.parent)]
             factor = split_factor(rel, ext)
+            if ext < factor and not _fixed_extent(stage, rel.inner):
+                factor = max(ext, 1)
             dom[id(rel.inner)] = (const(0), factor)
             dom[id(rel.outer)] = (const(0), rel.nparts if rel.nparts else -(-ext // factor))
         else:
             dom[id(rel.fused)] = (const(0), dom[id(rel.outer)][1] * dom[id(rel.inner)][1])
     return dom
+
+
+def _fixed_extent(stage: Stage, iv: IterVar) -> bool:
+    """Whether a loop derived from ``iv`` is vectorized or bound to a GPU index."""
+    derived = {id(iv)}
+    for rel in stage.relations:
+        parents = [rel.parent] if isinstance(rel, SplitRelation) else [rel.outer, rel.inner]
+        if any(id(p) in derived for p in parents):
+            children = [rel.outer, rel.inner] if isinstance(rel, SplitRelation) else [rel.fused]
+            derived.update(id(c) for c in children)
+    return any(stage.annotations.get(i, "none") not in ("none", "unroll", "parallel")
+               for i in derived)
 
 
 def split_factor(rel: SplitRelation, parent_extent: int) -> int:

@@ -108,6 +108,10 @@ def _axis(stage: Stage, iter_id: int, step: Step) -> Any:
 _SCHEDULE_ANNOTATION = {
     IteratorAnnotation.NONE: "none", IteratorAnnotation.UNROLL: "unroll",
     IteratorAnnotation.VECTORIZE: "vectorize", IteratorAnnotation.PARALLEL: "parallel",
+    IteratorAnnotation.VTHREAD: "vthread",
+    IteratorAnnotation.BLOCK_X: "blockIdx.x", IteratorAnnotation.THREAD_X: "threadIdx.x",
+    IteratorAnnotation.BLOCK_Y: "blockIdx.y", IteratorAnnotation.THREAD_Y: "threadIdx.y",
+    IteratorAnnotation.BLOCK_Z: "blockIdx.z", IteratorAnnotation.THREAD_Z: "threadIdx.z",
 }
 
 
@@ -138,13 +142,14 @@ class AnnotationStep(Step):
         return new_it
 
     def apply_to_schedule(self, sch: Schedule, steps: Sequence[Step]) -> None:
-        """Annotate the loop; GPU thread bindings are rejected on this CPU target."""
+        """Annotate the loop (thread bindings lower to GPU grid and block indices; a C target
+        refuses them when it generates code); tensorize is refused here."""
         stage = _sch_stage(sch, self.stage_id, self)
         axis = _axis(stage, self.iter_id, self)
         kind = _SCHEDULE_ANNOTATION.get(self.annotation)
         if kind is None:
-            raise ScheduleError(f"step {self.to_record()}: annotation {self.annotation} (thread "
-                                "binding or tensorize) is not supported by the C target")
+            raise ScheduleError(f"step {self.to_record()}: annotation {self.annotation} (tensorize) "
+                                "is not supported by Kiln's code generators")
         if kind != "none":
             stage.annotate(axis, kind)
 

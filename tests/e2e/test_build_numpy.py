@@ -240,8 +240,8 @@ def test_plain_llvm_gets_the_host_triple():
 
 
 def test_target_errors_and_current_target(small):
-    with pytest.raises(TargetError, match="CPU only"):
-        Target("cuda")
+    with pytest.raises(TargetError, match="CPUs and CUDA GPUs"):
+        Target("opencl")
     with pytest.raises(TargetError, match="unknown option -foo"):
         Target("llvm -foo=1")
     with pytest.raises(TargetError, match="needs an integer"):

@@ -51,6 +51,7 @@ __all__ = [
     "Contraction",
     "GemmTile",
     "choose_gemm_tile",
+    "epilogue_is_elementwise",
     "find_contraction",
     "schedule_contraction",
     "schedule_dense",
@@ -311,7 +312,7 @@ def _readers_of(dag: ComputeDAG, op: ComputeOp) -> list[ComputeOp]:
     return found
 
 
-def _epilogue_is_elementwise(dag: ComputeDAG, acc: ComputeOp) -> bool:
+def epilogue_is_elementwise(dag: ComputeDAG, acc: ComputeOp) -> bool:
     """Whether every stage after the product has its shape and reads the product and the stages
     after it only element by element (so a tile of the output needs exactly the same tile of the
     product); other inputs (bias, residual, constants) may be read anyhow."""
@@ -427,7 +428,7 @@ def schedule_contraction(dag: ComputeDAG, c: Contraction, target: TargetInfo,
     if not inline_all_but(state, dag, {c.stage_id}):
         return None
     acc = c.stage_id
-    fused = len(outs) == 1 and acc not in outs and _epilogue_is_elementwise(dag, c.op)
+    fused = len(outs) == 1 and acc not in outs and epilogue_is_elementwise(dag, c.op)
     if c.kind == "broadcast":
         if fused:
             out = outs[0]
