@@ -107,7 +107,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", type=Path, help="the ONNX model")
     parser.add_argument("-o", "--output", type=Path, required=True,
                         help="artifact to write (.so for the c target)")
-    parser.add_argument("--target", default="c", help="c (default; llvm is an alias) or numpy")
+    parser.add_argument("--target", default="c",
+                        help="c (default; llvm is an alias), cuda (\"cuda -arch=sm_90\") or numpy")
     parser.add_argument("--opt-level", type=int, default=3)
     parser.add_argument("--input-shapes", default=None,
                         help="bind input shapes, e.g. data:1x3x224x224,mask:1x128 or (as tvmc) "

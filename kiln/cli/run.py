@@ -48,7 +48,9 @@ def run(args: argparse.Namespace) -> int:
     from kiln.runtime.module import load_module
 
     lib = load_module(args.artifact)
-    module = graph_executor.GraphModule(lib["default"](kiln.cpu()))
+    kernels = lib.get_lib() if hasattr(lib, "get_lib") else lib
+    device = kiln.cuda(0) if kernels.type_key == "cuda" else kiln.cpu()  # a cuda build: GPU 0
+    module = graph_executor.GraphModule(lib["default"](device))
     if args.threads is not None:
         module.set_num_threads(args.threads)
     shapes, dtypes = module.get_input_info()
@@ -74,6 +76,6 @@ def run(args: argparse.Namespace) -> int:
         save_npz(args.output, outputs)
         print(f"wrote {args.output}")
     if args.benchmark:
-        result = module.benchmark(kiln.cpu(), repeat=args.repeat, number=1, min_repeat_ms=50)
+        result = module.benchmark(device, repeat=args.repeat, number=1, min_repeat_ms=50)
         print(result)
     return 0

@@ -258,14 +258,19 @@ class CCodegen:
                         seen.add(id(n.buffer))
                         self._emit_const(func.name, n.buffer)
 
+    #: How a constant buffer is declared, and the pointer qualifier (CUDA: __device__, __restrict__)
+    CONST_STORAGE = "static const"
+    RESTRICT = "restrict"
+
     def _emit_const(self, func_name: str, buf: Buffer) -> None:
         assert buf.data is not None
         flat = np.asarray(buf.data).reshape(-1)
         global_name = f"{func_name}_{buf.name}"
         values = ", ".join(c_literal(v.item(), buf.dtype) for v in flat) or "0"
-        self.constants.append(f"static const {c_type(buf.dtype)} {global_name}[{max(flat.size, 1)}]"
-                              f" = {{{values}}};\n")
-        self.state.lines.append(f"  const {c_type(buf.dtype)}* restrict {buf.name} = {global_name};")
+        self.constants.append(f"{self.CONST_STORAGE} {c_type(buf.dtype)} {global_name}"
+                              f"[{max(flat.size, 1)}] = {{{values}}};\n")
+        self.state.lines.append(f"  const {c_type(buf.dtype)}* {self.RESTRICT} {buf.name} = "
+                                f"{global_name};")
         self._reserve(buf.name)
 
     # --- names --------------------------------------------------------------------------------

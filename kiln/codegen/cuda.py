@@ -9,14 +9,13 @@ is one translation unit compiled by :func:`~kiln.codegen.cuda_compiler.compile_c
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
 from kiln import progress
 from kiln.codegen.cuda_codegen import CudaCodegen
 from kiln.codegen.cuda_compiler import compile_cuda
-from kiln.codegen.native import ScheduleLookup, _check_kernel_name, function_to_dag
+from kiln.codegen.native import ScheduleLookup, lower_fused
 from kiln.errors import CompileError
 from kiln.ir.expr import Function
 from kiln.runtime.cuda_driver import CudaError, cuda
@@ -24,7 +23,6 @@ from kiln.runtime.cuda_library import CudaLibrary
 from kiln.target import Target
 from kiln.te.gpu_schedule import gpu_schedule
 from kiln.te.loop_ir import PrimFunc
-from kiln.te.lower import lower
 
 __all__ = ["build_cuda", "cuda_arch", "cuda_library", "lower_cuda_function"]
 
@@ -43,22 +41,8 @@ def cuda_arch(target: Target) -> str:
 def lower_cuda_function(name: str, func: Function,
                         schedule_lookup: ScheduleLookup | None = None) -> PrimFunc:
     """The loop IR of one fused function for the GPU (tuned schedule if found, else the default
-    GPU schedule); a tuned schedule that does not replay is reported and replaced."""
-    _check_kernel_name(name)
-    fdag = function_to_dag(func, name)
-    attrs = {"fused_ops": fdag.ops, "source_names": fdag.source_names, "flops": fdag.dag.flop_ct}
-    steps = schedule_lookup(fdag.dag, name) if schedule_lookup is not None else None
-    if steps is not None:
-        try:
-            return lower(fdag.dag, steps, args=fdag.args, name=name, attrs=attrs)
-        except Exception as err:  # a record that does not replay: the default schedule instead
-            reason = f"{type(err).__name__}: {err}"
-            warnings.warn(f"tuning log: the tuned schedule of {name} does not replay ({reason}); "
-                          "using the default GPU schedule", stacklevel=2)
-            replay_failed = getattr(schedule_lookup, "replay_failed", None)
-            if replay_failed is not None:
-                replay_failed(fdag.dag, name, reason)
-    return lower(fdag.dag, gpu_schedule(fdag.dag), args=fdag.args, name=name, attrs=attrs)
+    GPU schedule, :func:`~kiln.codegen.native.lower_fused`)."""
+    return lower_fused(name, func, gpu_schedule, schedule_lookup)
 
 
 def build_cuda(functions: Mapping[str, Function], target: Any = "cuda", *,

@@ -30,7 +30,7 @@ import numpy as np
 
 from kiln.codegen.c_codegen import CCodegen, FunctionState
 from kiln.codegen.c_prelude import scalar_helpers
-from kiln.codegen.c_types import c_literal, c_type, np_name
+from kiln.codegen.c_types import c_type, np_name
 from kiln.errors import CompileError
 from kiln.runtime.cuda_library import LaunchSpec
 from kiln.te import expr as E
@@ -136,6 +136,9 @@ class CudaCodegen(CCodegen):
     After :meth:`module`, :attr:`plans` holds each function's :class:`LaunchPlan`.
     """
 
+    CONST_STORAGE = "__device__ const"
+    RESTRICT = "__restrict__"
+
     def __init__(self) -> None:
         super().__init__(vector_bytes=4)
         self.plans: dict[str, LaunchPlan] = {}
@@ -214,17 +217,6 @@ class CudaCodegen(CCodegen):
         f.lines.append("}")
         plan.launches.append(LaunchSpec(symbol, grid, block, tuple(index[id(b)] for b in args)))
         return "\n".join(f.lines) + "\n"
-
-    def _emit_const(self, func_name: str, buf: Buffer) -> None:
-        assert buf.data is not None
-        flat = np.asarray(buf.data).reshape(-1)
-        global_name = f"{func_name}_{buf.name}"
-        values = ", ".join(c_literal(v.item(), buf.dtype) for v in flat) or "0"
-        self.constants.append(f"__device__ const {c_type(buf.dtype)} {global_name}"
-                              f"[{max(flat.size, 1)}] = {{{values}}};\n")
-        self.state.lines.append(f"  const {c_type(buf.dtype)}* __restrict__ {buf.name} = "
-                                f"{global_name};")
-        self._reserve(buf.name)
 
     # --- statements ---------------------------------------------------------------------------
     def stmt(self, s: Stmt) -> None:

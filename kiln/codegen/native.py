@@ -54,6 +54,7 @@ __all__ = [
     "float16_supported",
     "function_to_dag",
     "compile_module",
+    "lower_fused",
     "generate_module_sources",
     "target_compile_flags",
 ]
@@ -265,8 +266,19 @@ def _check_kernel_name(name: str) -> None:
 
 def lower_function(name: str, func: Function, vector_bytes: int, num_threads: int,
                    schedule_lookup: ScheduleLookup | None = None) -> PrimFunc:
-    """The loop IR of one fused function (tuned schedule if found, else a template's schedule for
-    a known pattern (:mod:`kiln.te.templates`), else the default schedule).
+    """The loop IR of one fused function for the CPU (tuned schedule if found, else a template's
+    schedule for a known pattern (:mod:`kiln.te.templates`), else the default schedule)."""
+    def untuned(dag: ComputeDAG) -> Any:
+        steps = apply_template(dag, TargetInfo(vector_bytes, num_threads))
+        return steps if steps is not None else default_schedule(dag, vector_bytes, num_threads)
+
+    return lower_fused(name, func, untuned, schedule_lookup)
+
+
+def lower_fused(name: str, func: Function, untuned: Callable[[ComputeDAG], Any],
+                schedule_lookup: ScheduleLookup | None = None) -> PrimFunc:
+    """The loop IR of one fused function: its tuned schedule when ``schedule_lookup`` has one,
+    else ``untuned(dag)`` (the target's templates and default schedule).
 
     A tuned schedule that fails to replay or lower is reported with a warning naming the
     function, and through ``schedule_lookup.replay_failed(dag, name, reason)`` when the lookup
@@ -286,10 +298,7 @@ def lower_function(name: str, func: Function, vector_bytes: int, num_threads: in
             replay_failed = getattr(schedule_lookup, "replay_failed", None)
             if replay_failed is not None:
                 replay_failed(fdag.dag, name, reason)
-    steps = apply_template(fdag.dag, TargetInfo(vector_bytes, num_threads))
-    if steps is None:
-        steps = default_schedule(fdag.dag, vector_bytes, num_threads)
-    return lower(fdag.dag, steps, args=fdag.args, name=name, attrs=attrs)
+    return lower(fdag.dag, untuned(fdag.dag), args=fdag.args, name=name, attrs=attrs)
 
 
 def generate_module_sources(prims: Sequence[PrimFunc], vector_bytes: int,

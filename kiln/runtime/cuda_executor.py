@@ -13,13 +13,11 @@ after that is one ``cuGraphLaunch`` (:attr:`use_cuda_graph`; False launches kern
 from __future__ import annotations
 
 from collections.abc import Sequence
-from math import prod
 from typing import Any
 
 import numpy as np
 
 from kiln.runtime.cuda_driver import CudaNDArray, DeviceBuffer, DeviceView, Graph, Stream, cuda
-from kiln.runtime.dtype import np_dtype
 from kiln.runtime.graph_executor import GraphExecutor, first_device
 from kiln.runtime.graph_json import GraphJSON
 from kiln.runtime.module import KernelError, Module
@@ -54,38 +52,12 @@ class CudaGraphExecutor(GraphExecutor):
         self.use_cuda_graph = True
         super().__init__(graph_json, lib, device)
 
-    def _allocate(self) -> list[DeviceBuffer]:  # type: ignore[override]
-        sizes: dict[int, int] = {}
-        for eid, sid in enumerate(self.graph.storage_ids):
-            sizes[sid] = max(sizes.get(sid, 0), self._entry_nbytes(eid))
-        return [DeviceBuffer(sizes.get(sid, 0), self.device.device_id)
-                for sid in range(max(sizes, default=-1) + 1)]
+    def _new_storage(self, nbytes: int) -> DeviceBuffer:
+        return DeviceBuffer(nbytes, self.device.device_id)
 
-    def _build_views(self) -> None:
-        g = self.graph
+    def _storage_view(self, sid: int, eid: int) -> DeviceView:
         storage: list[Any] = self.storage
-        entries: list[Any] = []
-        for eid, sid in enumerate(g.storage_ids):
-            if eid in self._overrides:
-                entries.append(self._overrides[eid])
-                continue
-            entries.append(DeviceView(storage[sid], g.shapes[eid], g.entry_dtype(eid)))
-        for nid, node in enumerate(g.nodes):
-            if node.is_input or node.func_name != "__nop":
-                continue
-            for k, src in enumerate(node.inputs):
-                source = entries[g.entry_id(src)]
-                eid = g.entry_id(nid, k)
-                shape, dtype = g.shapes[eid], np.dtype(np_dtype(g.entry_dtype(eid)))
-                if source.dtype != dtype or source.size != prod(shape):
-                    raise KernelError(f"graph node {nid} ({node.name!r}) is a __nop from "
-                                      f"{source.shape} {source.dtype} to {shape} {dtype}: only "
-                                      "same-size reshapes can alias")
-                entries[eid] = source.reshape(shape)
-        self.entries = entries
-        self._input_buffers = {name: entries[g.entry_id(g.arg_nodes[i], 0)]
-                               for name, i in self.input_index.items()}
-        self._outputs = [self._as_ndarray(entries[e]) for e in g.output_entries]
+        return DeviceView(storage[sid], self.graph.shapes[eid], self.graph.entry_dtype(eid))
 
     def _bind(self) -> None:
         super()._bind()

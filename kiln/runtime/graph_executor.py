@@ -165,7 +165,11 @@ class GraphExecutor(Module):
         sizes: dict[int, int] = {}
         for eid, sid in enumerate(self.graph.storage_ids):
             sizes[sid] = max(sizes.get(sid, 0), self._entry_nbytes(eid))
-        return [_aligned_zeros(sizes.get(sid, 0)) for sid in range(max(sizes, default=-1) + 1)]
+        return [self._new_storage(sizes.get(sid, 0)) for sid in range(max(sizes, default=-1) + 1)]
+
+    def _new_storage(self, nbytes: int) -> Any:
+        """One zero-filled storage buffer of ``nbytes``."""
+        return _aligned_zeros(nbytes)
 
     def _build_views(self) -> None:
         g = self.graph
@@ -174,9 +178,7 @@ class GraphExecutor(Module):
             if eid in self._overrides:
                 entries.append(self._overrides[eid])
                 continue
-            dtype = np_dtype(g.entry_dtype(eid))
-            view = self.storage[sid][:self._entry_nbytes(eid)].view(dtype)
-            entries.append(view.reshape(g.shapes[eid]))
+            entries.append(self._storage_view(sid, eid))
         for nid, node in enumerate(g.nodes):
             if node.is_input or node.func_name != "__nop":
                 continue
@@ -197,6 +199,11 @@ class GraphExecutor(Module):
         self._input_buffers = {name: entries[g.entry_id(g.arg_nodes[i], 0)]
                                for name, i in self.input_index.items()}
         self._outputs = [self._as_ndarray(entries[e]) for e in g.output_entries]
+
+    def _storage_view(self, sid: int, eid: int) -> Any:
+        """Entry ``eid``: a typed, shaped view of storage ``sid``."""
+        view = self.storage[sid][:self._entry_nbytes(eid)].view(np_dtype(self.graph.entry_dtype(eid)))
+        return view.reshape(self.graph.shapes[eid])
 
     def _bind(self) -> None:
         execs: list[Callable[[], None] | None] = [None] * len(self.graph.nodes)

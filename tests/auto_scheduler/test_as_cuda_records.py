@@ -40,6 +40,13 @@ def _dense_add():  # type: ignore[no-untyped-def]
                 x=(1, 512), w=(1000, 512), b=(1000,))
 
 
+def _dense_record_build(target: str):  # type: ignore[no-untyped-def]
+    fdag = _dense_add()
+    inp, _ = list(load_records(LOG))[1]
+    return kiln.build(fdag.dag.apply_steps(input_steps(inp)), fdag.args, target=target,
+                      name="dense_add")
+
+
 def test_tvm_cuda_records_load_with_their_gpu_steps() -> None:
     records = list(load_records(LOG))
     assert len(records) == 2
@@ -75,20 +82,14 @@ def test_softmax_record_replays_as_a_cross_thread_reduction() -> None:
 
 @pytest.mark.requires_cuda_compiler
 def test_dense_record_compiles_for_the_gpu() -> None:
-    fdag = _dense_add()
-    inp, _ = list(load_records(LOG))[1]
-    mod = kiln.build(fdag.dag.apply_steps(input_steps(inp)), fdag.args, target="cuda -arch=sm_80",
-                     name="dense_add")
+    mod = _dense_record_build("cuda -arch=sm_80")
     assert "__shared__ float p1_shared" in mod.get_source()
     assert ".entry dense_add_kernel0" in mod.get_source("ptx")
 
 
 @pytest.mark.cuda
 def test_dense_record_runs_and_times_on_the_gpu() -> None:
-    fdag = _dense_add()
-    inp, _ = list(load_records(LOG))[1]
-    mod = kiln.build(fdag.dag.apply_steps(input_steps(inp)), fdag.args, target="cuda",
-                     name="dense_add")
+    mod = _dense_record_build("cuda")
     rng = np.random.default_rng(0)
     x, w, b = (rng.standard_normal(s).astype("float32") for s in ((1, 512), (1000, 512), (1000,)))
     dev = kiln.cuda(0)

@@ -14,7 +14,8 @@ from kiln.cli.compile import parse_input_shapes
 from kiln.cli.main import main
 from kiln.errors import KilnError
 
-TARGETS = ["numpy", pytest.param("c", marks=pytest.mark.requires_cc)]
+TARGETS = ["numpy", pytest.param("c", marks=pytest.mark.requires_cc),
+           pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.requires_cuda_compiler])]
 
 
 @pytest.fixture
@@ -95,3 +96,20 @@ def test_parse_input_shapes():
         parse_input_shapes("data")
     with pytest.raises(KilnError, match="must be integers"):
         parse_input_shapes("data:1xfoo")
+
+
+@pytest.mark.requires_cuda_compiler
+def test_compile_for_a_gpu_without_one(model, tmp_path, capsys):
+    """A machine with NVRTC and no GPU builds for a named architecture; running needs the GPU."""
+    path, inputs, _ = model
+    artifact = tmp_path / "model.kiln"
+    assert main(["compile", str(path), "-o", str(artifact), "--target", "cuda -arch=sm_80",
+                 "--input-shapes", "x:2x3x8x8"]) == 0
+    capsys.readouterr()
+    assert main(["inspect", str(artifact), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["metadata"]["target"].startswith("cuda")
+    from kiln.runtime.cuda_driver import driver_available
+
+    if not driver_available():
+        assert main(["run", str(artifact), "--inputs", str(inputs)]) == 1
+        assert "CUDA driver" in capsys.readouterr().err
