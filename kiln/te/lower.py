@@ -13,8 +13,9 @@ checks that always hold disappear.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -305,7 +306,7 @@ class _Lowering:
         def combine(a: PrimExpr, b: PrimExpr) -> PrimExpr:
             return substitute(combiner.result[0], {combiner.lhs[0]: a, combiner.rhs[0]: b})
 
-        def thread_loop(name: str, body_of: Any) -> For:
+        def thread_loop(name: str, body_of: Callable[[Var], Stmt]) -> For:
             var = Var(self._unique(f"{name}_{kind.replace('.', '_')}"), "int32")
             self.simp.ranges[var] = (0, extent - 1)
             return For(var, extent, kind, body_of(var))
@@ -324,20 +325,14 @@ class _Lowering:
         own = info.loop_vars[id(leaf)]
         fill = For(own, extent, kind, Allocate(partial, Seq((
             Store(partial, const(0), combiner.identity[0]), body, Store(shares, own, mine)))))
-        half = 1
-        while half * 2 < extent:
-            half *= 2
-        strides = []  # half, half / 2, ..., 1
-        while half >= 1:
-            strides.append(half)
-            half //= 2
+        strides = [1 << k for k in range((extent - 1).bit_length() - 1, -1, -1)]  # ..., 4, 2, 1
 
         def step(t: Var, s: int) -> Stmt:
             cond = t < s if s * 2 <= extent else E.logical_and(t < s, t + s < extent)
             return IfThenElse(cond, Store(shares, t, combine(BufferLoad(shares, t, dtype),
                                                              BufferLoad(shares, t + s, dtype))))
 
-        steps = [thread_loop("step", lambda t, s=s: step(t, s)) for s in strides]
+        steps = [thread_loop("step", functools.partial(step, s=s)) for s in strides]
         buf, idx = self._store_index(info, 0)
         first = reduces[0].init[0] if reduces[0].init else combiner.identity[0]
         result = combine(self._to_buffers(substitute(first, coords)),
