@@ -171,6 +171,8 @@ class MeasureResult:
 MAX_FLOAT = 1e10
 #: The kernel's symbol in a candidate library (TVM's default function name).
 KERNEL_NAME = "default_function"
+# what a cuda task's build writes: the CUDA library's container payload
+_CUDA_SUFFIX = ".cuda"
 _FOLDER_PREFIX = "kiln-measure-"
 _PRELOAD = ("kiln.auto_scheduler.measure", "kiln.codegen.standalone", "kiln.te.lower")
 
@@ -346,6 +348,14 @@ def _isa_flags(task: Any) -> list[str]:
         return []
 
 
+def _cuda_arch(task: Any) -> str | None:
+    """For a cuda task: its ``-arch`` (``""``: the GPU's, found where the build runs); else None."""
+    target = getattr(task, "target", None)
+    if target is None or not getattr(target, "is_cuda", False):
+        return None
+    return str(target.arch)
+
+
 def _input_steps(inp: MeasureInput) -> list[Any]:
     from kiln.auto_scheduler.measure_record import input_steps
 
@@ -378,6 +388,9 @@ def _build_job(payload: dict[str, Any]) -> tuple[str, int, str, float]:
     folder = payload["folder"]
     try:
         func = lower(sch, args=dag.tensors, name=KERNEL_NAME)
+        if payload.get("cuda_arch") is not None:  # a GPU task: the CUDA library's payload
+            return _build_cuda(func, payload["cuda_arch"], folder), MeasureErrorNo.NO_ERROR, \
+                "", time.time() - tic
         src = Path(folder) / f"{KERNEL_NAME}.c"
         src.write_text(standalone.kernel_source(func, payload["vector_bytes"]))
         output = str(Path(folder) / f"{KERNEL_NAME}.so")
@@ -392,6 +405,19 @@ def _build_job(payload: dict[str, Any]) -> tuple[str, int, str, float]:
     except Exception:
         return "", MeasureErrorNo.COMPILE_HOST, traceback.format_exc(), time.time() - tic
     return output, MeasureErrorNo.NO_ERROR, "", time.time() - tic
+
+
+def _build_cuda(func: Any, arch: str, folder: str) -> str:
+    """A candidate's CUDA kernels compiled for ``arch`` (GPU 0's when empty), written as a
+    ``cuda`` library payload; returns its path."""
+    from kiln.codegen.cuda import cuda_arch, cuda_library
+    from kiln.runtime.cuda_library import save_cuda_library
+    from kiln.target import Target
+
+    lib = cuda_library([func], arch or cuda_arch(Target("cuda")))
+    output = Path(folder) / f"{KERNEL_NAME}{_CUDA_SUFFIX}"
+    output.write_bytes(save_cuda_library(lib))
+    return str(output)
 
 
 def local_builder_build(inputs: Sequence[MeasureInput], timeout: float,
@@ -429,7 +455,8 @@ def local_builder_build(inputs: Sequence[MeasureInput], timeout: float,
             payload = {"tensors": _task_tensors(inp),
                        "steps": [s.to_record() for s in _input_steps(inp)],
                        "config": config, "vector_bytes": _vector_bytes(inp.task),
-                       "isa_flags": _isa_flags(inp.task), "build_func": ref, "folder": ""}
+                       "isa_flags": _isa_flags(inp.task), "build_func": ref, "folder": "",
+                       "cuda_arch": _cuda_arch(inp.task)}
         except Exception:  # no DAG for the workload, or steps that cannot be written
             results[i] = BuildResult("", [], MeasureErrorNo.INSTANTIATION_ERROR,
                                      traceback.format_exc(), 0.0)
@@ -567,6 +594,8 @@ def _run_job(payload: dict[str, Any]) -> tuple[list[float], int, str]:
     from kiln.runtime.profiling import time_function
 
     _apply_config(payload["config"])
+    if payload["filename"].endswith(_CUDA_SUFFIX):
+        return _run_cuda_job(payload)
     try:
         _pin_runtime()
         lib = ctypes.CDLL(payload["filename"], mode=os.RTLD_LOCAL | os.RTLD_NOW)
@@ -617,6 +646,45 @@ def _run_job(payload: dict[str, Any]) -> tuple[list[float], int, str]:
         del lib
         if handle:
             _ctypes.dlclose(handle)
+    if payload["cooldown"] > 0:
+        time.sleep(payload["cooldown"])
+    return [float(c) for c in costs], MeasureErrorNo.NO_ERROR, ""
+
+
+def _run_cuda_job(payload: dict[str, Any]) -> tuple[list[float], int, str]:
+    """In the runner worker: load a cuda candidate on GPU 0, optionally check it, time it with
+    CUDA events (``number`` launches per measurement)."""
+    import numpy as np
+
+    from kiln.runtime.cuda_driver import DeviceBuffer, DeviceView, time_launches
+    from kiln.runtime.cuda_library import load_cuda_library
+
+    try:
+        lib = load_cuda_library(Path(payload["filename"]).read_bytes(), payload["filename"])
+        kernel = lib.kernel(KERNEL_NAME)
+        if kernel is None:
+            raise KeyError(f"{payload['filename']} has no function {KERNEL_NAME}")
+        arrays = _random_arrays(payload["specs"])
+        for out in arrays[payload["n_inputs"]:]:
+            out.fill(np.nan if out.dtype.kind == "f" else 0)
+        views = [DeviceView(DeviceBuffer(a.nbytes), a.shape, a.dtype) for a in arrays]
+        for view, a in zip(views, arrays):
+            view.copy_from(a)
+        call, stream = kernel.bind(views), lib.stream(0)
+    except Exception:
+        return [MAX_FLOAT], MeasureErrorNo.COMPILE_DEVICE, traceback.format_exc()
+    try:
+        if payload["check"]:
+            want = _reference_outputs(payload, arrays)
+            call()
+            stream.synchronize()
+            mismatch = _compare([v.numpy() for v in views[payload["n_inputs"]:]], want)
+            if mismatch:
+                return [MAX_FLOAT], MeasureErrorNo.WRONG_ANSWER, mismatch
+        costs = time_launches(call, stream, payload["number"], payload["repeat"],
+                              payload["min_repeat_ms"])
+    except Exception:
+        return [MAX_FLOAT], MeasureErrorNo.RUNTIME_DEVICE, traceback.format_exc()
     if payload["cooldown"] > 0:
         time.sleep(payload["cooldown"])
     return [float(c) for c in costs], MeasureErrorNo.NO_ERROR, ""

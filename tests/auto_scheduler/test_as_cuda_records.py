@@ -98,3 +98,38 @@ def test_dense_record_runs_and_times_on_the_gpu() -> None:
     np.testing.assert_allclose(args[3].numpy(), x @ w.T + b, rtol=1e-4, atol=1e-4)
     result = mod.time_evaluator(mod.entry_name, dev, number=20, repeat=3)(*args)
     assert len(result.results) == 3 and 0 < result.mean < 1e-2
+
+
+def _measure_input(target: str):  # type: ignore[no-untyped-def]
+    """The dense record's steps as a measure input of a Kiln task for ``target``."""
+    from kiln.auto_scheduler import ComputeDAG, MeasureInput, SearchTask
+    from kiln.auto_scheduler.measure_record import replay_steps
+
+    fdag = _dense_add()
+    dag = ComputeDAG(fdag.args)
+    task = SearchTask(compute_dag=dag, workload_key=dag.workload_key(), target=target)
+    inp, _ = list(load_records(LOG))[1]
+    return MeasureInput(task, replay_steps(dag, input_steps(inp)))
+
+
+@pytest.mark.requires_cuda_compiler
+def test_local_builder_builds_a_cuda_candidate() -> None:
+    from kiln.auto_scheduler import LocalBuilder
+    from kiln.runtime.cuda_library import load_cuda_library
+
+    (result,) = LocalBuilder(n_parallel=1).build([_measure_input("cuda -arch=sm_80")], verbose=0)
+    assert result.error_no == 0, result.error_msg
+    lib = load_cuda_library(Path(result.filename).read_bytes())
+    assert lib.arch == "sm_80" and "default_function" in lib.plans
+
+
+@pytest.mark.cuda
+def test_local_runner_measures_a_cuda_candidate_on_the_gpu() -> None:
+    from kiln.auto_scheduler import LocalBuilder, LocalRunner
+
+    inp = _measure_input("cuda")
+    builds = LocalBuilder(n_parallel=1).build([inp], verbose=0)
+    (res,) = LocalRunner(number=5, repeat=2, min_repeat_ms=0, check_correctness=True).run(
+        [inp], builds, verbose=0)
+    assert res.error_no == 0, res.error_msg
+    assert len(res.costs) == 2 and all(0 < c < 1e-2 for c in res.costs)
