@@ -30,7 +30,7 @@ import numpy as np
 
 from kiln.codegen.c_codegen import CCodegen, FunctionState
 from kiln.codegen.c_prelude import scalar_helpers
-from kiln.codegen.c_types import c_type, np_name
+from kiln.codegen.c_types import C_TYPES, c_type, np_name
 from kiln.errors import CompileError
 from kiln.runtime.cuda_library import LaunchSpec
 from kiln.te import expr as E
@@ -154,9 +154,10 @@ class CudaCodegen(CCodegen):
     def function(self, func: PrimFunc) -> str:
         """The kernels of one fused function (its launch plan goes to :attr:`plans`)."""
         for b in func.params:
-            if b.dtype == "float16" or c_type(b.dtype).startswith("kiln_"):
+            if b.dtype == "float16" or b.dtype not in C_TYPES:
                 raise CompileError(f"kernel {func.name}: {b.dtype} tensors ({b.name}) are not "
-                                   "supported by the cuda target yet")
+                                   "supported by the cuda target yet (float32, float64, integers "
+                                   "and bool are)")
         body = func.body
         workspace: list[Buffer] = []
         while isinstance(body, Allocate):
@@ -180,7 +181,7 @@ class CudaCodegen(CCodegen):
         index = {id(b): i for i, b in enumerate(func.params)}
         index.update({id(b): -1 - j for j, b in enumerate(workspace)})
         for part in parts:
-            if not any(True for _ in _buffers_used(part)):
+            if not _buffers_used(part):
                 continue
             k = len(plan.launches)
             texts.append(self._kernel(func, part, f"{func.name}_kernel{k}", index, plan))

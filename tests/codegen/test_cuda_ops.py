@@ -93,3 +93,12 @@ def test_runs_on_the_gpu(case: str) -> None:
     got = [gm.get_output(i).numpy() for i in range(gm.get_num_outputs())]
     for g, want in zip(got, _reference(make, inputs)):
         _close(g, want, case)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_unsupported_dtypes_are_refused_by_name(dtype: str) -> None:
+    x = relay.var("x", shape=(4, 4), dtype=dtype)
+    mod = kiln.IRModule.from_expr(relay.Function([x], relay.add(x, x)))
+    with pytest.raises(kiln.errors.CompileError, match=f"{dtype} tensors .* cuda target"), \
+            PassContext(opt_level=3):
+        relay.build(mod, target="cuda -arch=sm_80")
