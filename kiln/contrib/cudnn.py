@@ -1,4 +1,4 @@
-"""TVM's ``tvm.contrib.cudnn``: cuDNN is never available to Kiln (CPU only)."""
+"""TVM's ``tvm.contrib.cudnn``: Kiln's cuda target generates its own kernels and never calls cuDNN."""
 
 from __future__ import annotations
 
@@ -6,5 +6,5 @@ __all__ = ["exists"]
 
 
 def exists() -> bool:
-    """Whether cuDNN can be used: never, since Kiln has no CUDA target."""
+    """Whether cuDNN can be used (``-libs=cudnn``): never; Kiln's GPU kernels are its own."""
     return False

@@ -1,15 +1,22 @@
-"""TVM's ``tvm.contrib.nvcc``: CUDA capability checks, and a compiler Kiln does not drive.
+"""TVM's ``tvm.contrib.nvcc``: CUDA capability checks and compilation.
 
 The capability checks are pure functions of a compute version (``"7.5"``) and answer as TVM's do.
-Kiln targets the CPU only: :func:`compile_cuda` and :func:`find_cuda_path` raise
-:class:`~kiln.errors.TopiUnsupportedError` saying so, rather than pretending there is a toolkit.
+:func:`compile_cuda` compiles with the cuda target's driver
+(:func:`kiln.codegen.cuda_compiler.compile_cuda`: NVRTC, else nvcc); without either it raises
+:class:`~kiln.errors.CompilerNotFoundError` saying what to install.
 """
 
 from __future__ import annotations
 
+import re
+import subprocess
+from pathlib import Path
 from typing import Any
 
-from kiln.errors import TopiUnsupportedError
+from kiln.codegen.cuda_compiler import compile_cuda as _compile
+from kiln.codegen.cuda_compiler import find_nvcc, nvrtc_version
+from kiln.config import settings
+from kiln.errors import CompileError, CompilerNotFoundError
 
 __all__ = ["compile_cuda", "find_cuda_path", "get_cuda_version", "have_bf16", "have_fp16",
            "have_int8", "have_tensorcore", "parse_compute_version"]
@@ -60,40 +67,81 @@ def have_bf16(compute_version: str) -> bool:
     return major >= 8
 
 
-def _no_cuda(what: str) -> TopiUnsupportedError:
-    return TopiUnsupportedError(f"kiln.contrib.nvcc.{what}: Kiln compiles for the CPU only; "
-                                "it has no CUDA target and does not drive nvcc")
-
-
 def find_cuda_path() -> str:
-    """TVM finds the CUDA toolkit here; Kiln has no CUDA target.
+    """The CUDA toolkit's folder: ``CUDA_HOME`` / ``CUDA_PATH``, else the one around ``nvcc``.
 
     Raises
     ------
-    TopiUnsupportedError
-        Always.
+    CompilerNotFoundError
+        Neither is set or found.
     """
-    raise _no_cuda("find_cuda_path")
+    if settings.cuda_home is not None:
+        return str(settings.cuda_home)
+    nvcc = find_nvcc()
+    if nvcc is None:
+        raise CompilerNotFoundError("kiln.contrib.nvcc.find_cuda_path: no CUDA toolkit (set "
+                                    "CUDA_HOME, or put nvcc on PATH)")
+    return str(Path(nvcc).resolve().parent.parent)
 
 
 def get_cuda_version(cuda_path: str | None = None) -> tuple[int, int]:
-    """TVM reads the toolkit's version here; Kiln has no CUDA target.
+    """``(major, minor)`` of the CUDA compiler Kiln uses (NVRTC's, else nvcc's).
 
     Raises
     ------
-    TopiUnsupportedError
-        Always.
+    CompilerNotFoundError
+        Neither NVRTC nor nvcc is available.
     """
-    raise _no_cuda("get_cuda_version")
+    version = nvrtc_version()
+    if version is not None:
+        return version
+    nvcc = find_nvcc() if cuda_path is None else str(Path(cuda_path) / "bin" / "nvcc")
+    if nvcc is None or not Path(nvcc).is_file():
+        raise CompilerNotFoundError("kiln.contrib.nvcc.get_cuda_version: neither NVRTC nor nvcc "
+                                    "was found")
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    match = re.search(r"release (\d+)\.(\d+)", out)
+    if match is None:
+        raise CompilerNotFoundError(f"kiln.contrib.nvcc.get_cuda_version: {nvcc} --version "
+                                    "printed no release")
+    return int(match.group(1)), int(match.group(2))
 
 
 def compile_cuda(code: str, target_format: str = "ptx", arch: Any = None, options: Any = None,
                  path_target: str | None = None) -> bytes:
-    """TVM compiles CUDA source with nvcc here; Kiln has no CUDA target.
+    """Compile CUDA source (TVM's ``nvcc.compile_cuda``) with Kiln's driver (NVRTC or nvcc).
 
-    Raises
-    ------
-    TopiUnsupportedError
-        Always.
+    Parameters
+    ----------
+    code : str
+        The CUDA source.
+    target_format : str
+        ``"ptx"`` or ``"cubin"`` (the cubin needs NVRTC).
+    arch : str or list of str, optional
+        ``"sm_90"`` (``"-arch=sm_90"`` and ``["-arch", "sm_90"]`` too); default: GPU 0's.
+    options : optional
+        Accepted for TVM's signature; Kiln compiles with its own options.
+    path_target : str, optional
+        Also write the result to this file.
+
+    Returns
+    -------
+    bytes
+        The PTX or cubin.
     """
-    raise _no_cuda("compile_cuda")
+    from kiln.codegen.cuda import cuda_arch
+    from kiln.target import Target
+
+    if target_format not in ("ptx", "cubin"):
+        raise CompileError(f"kiln.contrib.nvcc.compile_cuda: target_format {target_format!r} is "
+                           "not 'ptx' or 'cubin'")
+    names = [arch] if isinstance(arch, str) else list(arch or [])
+    sm = next((n.split("=")[-1] for n in names if "sm_" in n), None) or cuda_arch(Target("cuda"))
+    binary = _compile(code, sm.replace("compute_", "sm_"), "contrib_nvcc")
+    data = binary.ptx if target_format == "ptx" else binary.cubin
+    if data is None:
+        raise CompileError("kiln.contrib.nvcc.compile_cuda: the compiler in use (nvcc) gives PTX "
+                           "only; ask for target_format='ptx'")
+    if path_target is not None:
+        Path(path_target).write_bytes(data)
+    return data

@@ -119,7 +119,8 @@ def _target_params(func: Callable[..., Any], targets: tuple[str, ...] | None) ->
         kind = _target_kind(t)
         marks = []
         if not device_enabled(t):
-            marks.append(pytest.mark.skip(reason=f"target {t!r} is not enabled in Kiln (CPU only)"))
+            marks.append(pytest.mark.skip(reason=f"target {t!r} is not enabled in Kiln's "
+                                          "TVM-compatibility suite (it runs on the CPU)"))
         elif kind in excluded or t in excluded:
             continue
         elif kind in failing or t in failing:
@@ -176,13 +177,13 @@ def _requires(reason: str, enabled: bool) -> Callable[[Any], Any]:
 
 
 def requires_gpu(func: Any) -> Any:
-    """Skip: Kiln has no GPU target."""
-    return _requires("requires gpu: Kiln targets the CPU only (out of scope)", False)(func)
+    """Skip: TVM's GPU tests are not run by Kiln's compatibility suite (it runs on the CPU)."""
+    return _requires("requires gpu: Kiln's TVM-compatibility suite runs on the CPU", False)(func)
 
 
 def requires_cuda(func: Any) -> Any:
-    """Skip: Kiln has no CUDA target."""
-    return _requires("requires cuda: Kiln targets the CPU only (out of scope)", False)(func)
+    """Skip: TVM's CUDA tests are not run by Kiln's compatibility suite (it runs on the CPU)."""
+    return _requires("requires cuda: Kiln's TVM-compatibility suite runs on the CPU", False)(func)
 
 
 def requires_llvm(func: Any) -> Any:
