@@ -16,22 +16,16 @@ import pytest
 import kiln
 from kiln import relay
 from kiln.auto_scheduler.measure_record import input_steps, load_records
-from kiln.build_module import lower_to_graph
 from kiln.codegen.native import function_to_dag
-from kiln.target import Target
 from kiln.te.interp import run_prim_func
 from kiln.te.lower import lower
-from kiln.transform import PassContext
+from tests.codegen._cuda_cases import fused_function
 
 LOG = Path(__file__).parents[1] / "fixtures" / "tvm_cuda" / "resnet-18-NHWC-B1-cuda.head.json"
 
 
 def _dag(body_of, **shapes):  # type: ignore[no-untyped-def]
-    params = [relay.var(n, shape=s) for n, s in shapes.items()]
-    mod = kiln.IRModule.from_expr(relay.Function(params, body_of(*params)))
-    with PassContext(opt_level=3):
-        lowered, _ = lower_to_graph(mod, Target("cuda -arch=sm_80"), None, "default")
-    (name, fn), = lowered.functions.items()
+    name, fn = fused_function(body_of, **shapes)
     return function_to_dag(fn, name)
 
 

@@ -10,12 +10,28 @@ from collections.abc import Callable
 
 import numpy as np
 
+import kiln
 from kiln import relay
+from kiln.build_module import lower_to_graph
 from kiln.ir.expr import Function
+from kiln.target import Target
+from kiln.transform import PassContext
 
-__all__ = ["CASES", "Case", "TILED_CASES"]
+__all__ = ["CASES", "Case", "TILED_CASES", "fused_function"]
 
 Case = tuple[Callable[[], Function], dict[str, np.ndarray]]
+
+
+def fused_function(body_of: Callable[..., relay.Expr],
+                   **shapes: tuple[int, ...]) -> tuple[str, Function]:
+    """The one fused function of ``body_of`` over parameters of ``shapes``, as a cuda build
+    fuses it: its kernel name and the function."""
+    params = [relay.var(n, shape=s) for n, s in shapes.items()]
+    mod = kiln.IRModule.from_expr(relay.Function(params, body_of(*params)))
+    with PassContext(opt_level=3):
+        lowered, _ = lower_to_graph(mod, Target("cuda -arch=sm_80"), None, "default")
+    ((name, fn),) = lowered.functions.items()
+    return name, fn
 
 
 def _rand(*shape: int, seed: int = 0, dtype: str = "float32") -> np.ndarray:

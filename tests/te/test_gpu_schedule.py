@@ -11,13 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import kiln
 from kiln import relay
-from kiln.build_module import lower_to_graph
 from kiln.codegen.cuda_codegen import MAX_SHARED_BYTES, CudaCodegen, launch_limits
 from kiln.codegen.native import function_to_dag
 from kiln.codegen.numpy_library import NumpyLibrary
-from kiln.target import Target
 from kiln.te.gpu_schedule import (
     MAX_BLOCK_THREADS,
     ROW_REDUCTION_MIN,
@@ -33,16 +30,7 @@ from kiln.te.gpu_schedule import (
 from kiln.te.interp import run_prim_func
 from kiln.te.loop_ir import Allocate, walk_stmts
 from kiln.te.lower import lower
-from kiln.transform import PassContext
-
-
-def _fused(body_of, **shapes):  # type: ignore[no-untyped-def]
-    params = [relay.var(n, shape=s) for n, s in shapes.items()]
-    mod = kiln.IRModule.from_expr(relay.Function(params, body_of(*params)))
-    with PassContext(opt_level=3):
-        lowered, _ = lower_to_graph(mod, Target("cuda -arch=sm_80"), None, "default")
-    (name, fn), = lowered.functions.items()
-    return name, fn
+from tests.codegen._cuda_cases import fused_function
 
 
 def _check(name, fn, state):  # type: ignore[no-untyped-def]
@@ -63,7 +51,7 @@ def _check(name, fn, state):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("strides,padding", [((1, 1), (1, 1)), ((2, 2), (0, 0))])
 def test_tiled_conv2d_computes_the_convolution(strides: tuple[int, int],
                                                 padding: tuple[int, int]) -> None:
-    name, fn = _fused(lambda x, w, b: relay.nn.relu(relay.nn.bias_add(
+    name, fn = fused_function(lambda x, w, b: relay.nn.relu(relay.nn.bias_add(
         relay.nn.conv2d(x, w, strides=strides, padding=padding), b)),
         x=(2, 5, 8, 7), w=(4, 5, 3, 3), b=(4,))
     prim = _check(name, fn, lambda dag: schedule_gpu_conv2d(dag, min_outputs=0))
@@ -74,18 +62,18 @@ def test_tiled_conv2d_computes_the_convolution(strides: tuple[int, int],
 
 
 def test_tiled_conv2d_as_the_output_accumulates_in_registers() -> None:
-    name, fn = _fused(lambda x, w: relay.nn.conv2d(x, w), x=(1, 3, 6, 6), w=(8, 3, 1, 1))
+    name, fn = fused_function(lambda x, w: relay.nn.conv2d(x, w), x=(1, 3, 6, 6), w=(8, 3, 1, 1))
     _check(name, fn, lambda dag: schedule_gpu_conv2d(dag, min_outputs=0))
 
 
 def test_small_convolutions_keep_one_thread_per_output() -> None:
-    name, fn = _fused(lambda x, w: relay.nn.conv2d(x, w), x=(1, 3, 6, 6), w=(8, 3, 1, 1))
+    name, fn = fused_function(lambda x, w: relay.nn.conv2d(x, w), x=(1, 3, 6, 6), w=(8, 3, 1, 1))
     assert schedule_gpu_conv2d(function_to_dag(fn, name).dag) is None
 
 
 @pytest.mark.parametrize("rows,cols,depth", [(12, 20, 24), (5, 33, 17), (1, 100, 8)])
 def test_tiled_dense_computes_the_product(rows: int, cols: int, depth: int) -> None:
-    name, fn = _fused(lambda x, w: relay.nn.dense(x, w), x=(rows, depth), w=(cols, depth))
+    name, fn = fused_function(lambda x, w: relay.nn.dense(x, w), x=(rows, depth), w=(cols, depth))
     prim = _check(name, fn, schedule_gpu_contraction)
     launch_limits(prim.name, prim.body)
 
@@ -94,7 +82,7 @@ def test_tiled_dense_computes_the_product(rows: int, cols: int, depth: int) -> N
 def test_softmax_rows_reduce_across_threads_when_long(axis_len: int) -> None:
     """Rows of 64 elements or more get a block each, whose threads combine partial results in
     shared memory; shorter rows keep a thread each. Either way: max, sum, normalize."""
-    name, fn = _fused(lambda x: relay.nn.softmax(x), x=(3, axis_len))
+    name, fn = fused_function(lambda x: relay.nn.softmax(x), x=(3, axis_len))
     prim = _check(name, fn, gpu_schedule)
     cg = CudaCodegen()
     cg.module([prim])
@@ -104,7 +92,7 @@ def test_softmax_rows_reduce_across_threads_when_long(axis_len: int) -> None:
 
 
 def test_mean_over_several_axes_reduces_across_threads() -> None:
-    name, fn = _fused(lambda x: relay.mean(x, axis=[1, 2]), x=(2, 9, 13, 3))
+    name, fn = fused_function(lambda x: relay.mean(x, axis=[1, 2]), x=(2, 9, 13, 3))
     prim = _check(name, fn, gpu_schedule)
     assert "_shares" in str(prim)
 
