@@ -74,12 +74,16 @@ def register_device_array(device_type: int, array_type: type[NDArray],
     _DEVICE_ARRAYS[device_type] = (array_type, probe)
 
 
-def device_runtime(dev: Device) -> Any:
-    """The runtime handle of a non-CPU device (a :class:`kiln.runtime.cuda_driver.CudaDevice`)."""
+def _device_kind(dev: Device) -> tuple[type[NDArray], Callable[[Device], Any]]:
     kind = _DEVICE_ARRAYS.get(dev.device_type)
     if kind is None:
         raise ValueError(f"device {dev} is not supported by Kiln; it runs on cpu and cuda")
-    return kind[1](dev)
+    return kind
+
+
+def device_runtime(dev: Device) -> Any:
+    """The runtime handle of a non-CPU device (a :class:`kiln.runtime.cuda_driver.CudaDevice`)."""
+    return _device_kind(dev)[1](dev)
 
 
 def device(dev_type: str | int, dev_id: int = 0) -> Device:
@@ -211,19 +215,12 @@ def array(arr: Any, device: Device | None = None, dtype: str | None = None) -> N
     if dtype is not None:
         a = a.astype(np_dtype(dtype))
     if device is not None and device.device_type != 1:
-        return _device_array(device)(a, device)
+        return _device_kind(device)[0](a, device)
     return NDArray(a, device)
-
-
-def _device_array(device: Device) -> type[NDArray]:
-    kind = _DEVICE_ARRAYS.get(device.device_type)
-    if kind is None:
-        raise ValueError(f"device {device} is not supported by Kiln; it runs on cpu and cuda")
-    return kind[0]
 
 
 def empty(shape: Sequence[int], dtype: str = "float32", device: Device | None = None) -> NDArray:
     """A zero-filled NDArray (``tvm.nd.empty``; Kiln zeroes it for reproducibility)."""
     if device is not None and device.device_type != 1:
-        return _device_array(device)(np.zeros(tuple(int(s) for s in shape), np_dtype(dtype)), device)
+        return _device_kind(device)[0](np.zeros(tuple(int(s) for s in shape), np_dtype(dtype)), device)
     return NDArray(np.zeros(tuple(int(s) for s in shape), np_dtype(dtype)), device, copy=False)

@@ -280,11 +280,7 @@ def schedule_gpu_contraction(dag: ComputeDAG) -> State | None:
     names = [dag.ops[sid].name for sid in operands]
     for name in names:
         state.cache_read(_stage_named(state, name), "shared", [_stage_named(state, acc_name)])
-    if is_output(dag, c.op):  # the product into registers first, then to the output
-        state.cache_write(_stage_named(state, acc_name), "local")
-        acc, out = _stage_named(state, f"{acc_name}.local"), _stage_named(state, acc_name)
-    else:  # the output follows both operands, each now followed by its shared copy
-        acc, out = _stage_named(state, acc_name), outputs[0] + len(names)
+    acc, out = _accumulator_and_output(state, dag, c.op, outputs[0] + len(names))
     tile = choose_gemm_block_tile(c.rows, c.cols, c.depth, prod(c.op.shape[:-2]))
     nb = c.batch_axes
     # output: (*batch, i, j) -> (*batch, io, ty, ri, jo, tx, rj) -> (block, thread, ri, rj)
@@ -305,14 +301,35 @@ def schedule_gpu_contraction(dag: ComputeDAG) -> State | None:
     for k in range(1, nb + 4):  # the chunk's steps and the thread's tile, written out
         state.unroll(acc, k)
     for name in names:
-        shared = _stage_named(state, f"{name}.shared")
-        state.compute_at(shared, acc, 0)
-        axes = len(state.stages[shared].iters)
-        state.storage_align(shared, axes - 2, 16, 1)  # rows one element longer than 16k
-        state.fuse(shared, list(range(axes)))
-        state.split(shared, 0, [tile.threads])
-        state.bind(shared, 1, "threadIdx.x")
+        _cooperative_copy(state, _stage_named(state, f"{name}.shared"), acc, tile.threads,
+                          pad_rows=True)
     return state
+
+
+def _accumulator_and_output(state: State, dag: ComputeDAG, anchor: ComputeOp,
+                            output: int) -> tuple[int, int]:
+    """The stage accumulating a tiled anchor (in registers) and the output stage written from
+    it: a local cache of the anchor when the anchor is the output (``CHW``), else the anchor and
+    ``output`` (the output's stage id after the shared copies were inserted)."""
+    if is_output(dag, anchor):
+        state.cache_write(_stage_named(state, anchor.name), "local")
+        return _stage_named(state, f"{anchor.name}.local"), _stage_named(state, anchor.name)
+    return _stage_named(state, anchor.name), output
+
+
+def _cooperative_copy(state: State, shared: int, acc: int, threads: int,
+                      pad_rows: bool = False) -> None:
+    """A shared-memory copy computed at the accumulator's outer reduction loop, its elements
+    spread over the block's ``threads`` (``CA``, ``FU``, ``SP``, ``AN`` threadIdx.x); with
+    ``pad_rows`` its rows one element longer than a multiple of 16 (``SA``: fewer bank
+    conflicts when threads read down a column)."""
+    state.compute_at(shared, acc, 0)
+    axes = len(state.stages[shared].iters)
+    if pad_rows:
+        state.storage_align(shared, axes - 2, 16, 1)
+    state.fuse(shared, list(range(axes)))
+    state.split(shared, 0, [threads])
+    state.bind(shared, 1, "threadIdx.x")
 
 
 def _stage_named(state: State, name: str) -> int:
@@ -454,11 +471,7 @@ def schedule_gpu_conv2d(dag: ComputeDAG, min_outputs: int = CONV_TILE_MIN_OUTPUT
     state.cache_read(_stage_named(state, pad.name), "shared", [_stage_named(state, conv.name)])
     state.compute_inline(_stage_named(state, pad.name))  # the shared copy pads
     state.cache_read(_stage_named(state, weight.name), "shared", [_stage_named(state, conv.name)])
-    if is_output(dag, conv):
-        state.cache_write(_stage_named(state, conv.name), "local")
-        acc, out = _stage_named(state, f"{conv.name}.local"), _stage_named(state, conv.name)
-    else:
-        acc, out = _stage_named(state, conv.name), outputs[0] + 2
+    acc, out = _accumulator_and_output(state, dag, conv, outputs[0] + 2)
     # output (n, f, y, x) -> (n, fo, tf, rf, yo, ty, xo, tx, rx) -> (block, thread, rf, rx)
     state.split(out, 1, [tile.tf, tile.rf])
     state.split(out, 4, [tile.ty])
@@ -477,10 +490,5 @@ def schedule_gpu_conv2d(dag: ComputeDAG, min_outputs: int = CONV_TILE_MIN_OUTPUT
     for k in range(2, 8):
         state.unroll(acc, k)
     for name in (f"{pad.name}.shared", f"{weight.name}.shared"):
-        shared = _stage_named(state, name)
-        state.compute_at(shared, acc, 0)
-        axes = len(state.stages[shared].iters)
-        state.fuse(shared, list(range(axes)))
-        state.split(shared, 0, [tile.threads])
-        state.bind(shared, 1, "threadIdx.x")
+        _cooperative_copy(state, _stage_named(state, name), acc, tile.threads)
     return state
