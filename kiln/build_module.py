@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kiln import build_cache
 from kiln.codegen.external import lower_external
 from kiln.codegen.graph_codegen import LoweredGraph, graph_codegen, with_kernel_flops
 from kiln.errors import KilnError
@@ -302,6 +303,13 @@ def build(
     tgt = _resolve_target(target)
     if target_host is not None:
         tgt = Target(tgt, host=target_host)
+    key = build_cache.build_key(mod, params, tgt, mod_name)
+    return build_cache.cached_build(lambda: _build(mod, tgt, params, mod_name), key, mod)
+
+
+def _build(mod: IRModule, tgt: Target, params: Mapping[str, Any] | None,
+           mod_name: str) -> GraphExecutorFactoryModule:
+    """:func:`build` itself: the passes, graph codegen and the kernel library."""
     ctx = PassContext.current()
     first_pass = len(ctx.history)
     lowered, external_libs = lower_to_graph(mod, tgt, params, mod_name)

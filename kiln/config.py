@@ -8,7 +8,8 @@ variable               meaning
 =====================  ==========================================================
 ``CC``                 C compiler command for the native target (default ``cc``)
 ``CUDA_HOME``          CUDA toolkit for the cuda target (``CUDA_PATH`` too; default: search)
-``KILN_CACHE_DIR``     compile cache (default ``~/.cache/kiln``)
+``KILN_CACHE_DIR``     compile and build caches (default ``~/.cache/kiln``)
+``KILN_BUILD_CACHE``   ``0`` to rebuild every model in full (no whole-build cache)
 ``KILN_NUM_THREADS``   kernel threads, a positive integer (default: usable CPUs)
 ``KILN_VERIFY_PASSES`` ``1`` to type-check and verify the IR after every pass
 =====================  ==========================================================
@@ -80,7 +81,10 @@ class Settings:
     cc : str
         C compiler command (``CC``, default ``cc``).
     cache_dir : Path
-        Compile cache (``KILN_CACHE_DIR``, default ``~/.cache/kiln``).
+        Compile and build caches (``KILN_CACHE_DIR``, default ``~/.cache/kiln``).
+    build_cache : bool
+        Whether ``relay.build`` keeps whole builds and reuses them for an unchanged model and
+        options (``KILN_BUILD_CACHE=0`` turns it off; :mod:`kiln.build_cache`).
     num_threads : int
         Kernel threads (``KILN_NUM_THREADS``, default :func:`usable_cpus`); at least 1.
     verify_passes : bool
@@ -95,6 +99,7 @@ class Settings:
         self.cc: str = env.get("CC", "cc")
         self.cache_dir: Path = Path(env.get("KILN_CACHE_DIR") or Path.home() / ".cache" / "kiln")
         self.verify_passes: bool = env.get("KILN_VERIFY_PASSES") == "1"
+        self.build_cache: bool = env.get("KILN_BUILD_CACHE") != "0"
         cuda_home = env.get("CUDA_HOME") or env.get("CUDA_PATH")
         self.cuda_home: Path | None = Path(cuda_home) if cuda_home else None
         self._num_threads_env = env.get("KILN_NUM_THREADS")
@@ -117,7 +122,7 @@ class Settings:
     def __repr__(self) -> str:
         return (f"Settings(cc={self.cc!r}, cache_dir={str(self.cache_dir)!r}, "
                 f"num_threads={self._num_threads if self._num_threads is not None else '<lazy>'}, "
-                f"verify_passes={self.verify_passes})")
+                f"verify_passes={self.verify_passes}, build_cache={self.build_cache})")
 
 
 settings = Settings()

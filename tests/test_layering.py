@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("kiln.op",),  # operator registry
     ("kiln.transform", "kiln.interpreter"),  # passes IRModule -> IRModule; the reference interpreter
     ("kiln.codegen",),  # loop IR to C, compiler driver, graph codegen
-    ("kiln.build_module", "kiln.driver", "kiln.auto_scheduler"),  # build and tuning
+    ("kiln.build_module", "kiln.build_cache", "kiln.driver", "kiln.auto_scheduler"),  # build, tuning
     ("kiln.frontend", "kiln.debug", "kiln.analysis", "kiln.testing", "kiln.topi"),  # tools
     ("kiln", "kiln.relay", "kiln.contrib", "kiln.cli", "kiln.nd", "kiln.__main__"),  # facades, CLI
 ]

@@ -187,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
         "intermediate_unplanned_bytes": plan.get("intermediate_unplanned_bytes"),
         "import_s": round(t1 - t0, 3),
         "build_s": round(t2 - t1, 3),
+        "build_cached": factory.from_build_cache,
         "export_s": round(t3 - t2, 3),
     }
     tuning = factory.metadata.get("tuning")
@@ -206,6 +207,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "tuning_log", None) is not None:
         print(tuning["line"] if tuning else f"tuning log: not used (target {args.target} has no "
               "schedules to tune)")
-    print(f"import {summary['import_s']:.2f} s, build {summary['build_s']:.2f} s, "
+    cached = " (reused from the build cache)" if factory.from_build_cache else ""
+    print(f"import {summary['import_s']:.2f} s, build {summary['build_s']:.2f} s{cached}, "
           f"export {summary['export_s']:.2f} s")
     return 0

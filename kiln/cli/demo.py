@@ -99,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
           "-> softmax)")
     print(f"import     {(t1 - t0) * 1e3:8.1f} ms")
     print(f"build      {(t2 - t1) * 1e3:8.1f} ms   target={target} opt_level={args.opt_level}, "
-          f"{sum(1 for n in factory.graph.nodes if n.op == 'tvm_op')} kernels")
+          f"{sum(1 for n in factory.graph.nodes if n.op == 'tvm_op')} kernels"
+          + (" (reused from the build cache)" if factory.from_build_cache else ""))
     print(f"accuracy   {accuracy:.4f} on {n} held-out test images")
     sess, missing = _onnxruntime_session(threads)
     if sess is not None:

@@ -30,7 +30,7 @@ from kiln.ir.module import IRModule
 from kiln.ir.ref import RefCreate, RefRead, RefWrite
 from kiln.ir.visitor import children, post_order
 
-__all__ = ["assert_structural_equal", "structural_equal", "structural_hash"]
+__all__ = ["assert_structural_equal", "content_digest", "structural_equal", "structural_hash"]
 
 
 class _Mismatch(Exception):
@@ -211,3 +211,43 @@ def structural_hash(node: Any, map_free_vars: bool = False) -> int:
         else:
             hashes[id(n)] = _h(type(n).__name__, kid)
     return hashes[id(node)]
+
+
+def content_digest(node: IRModule | Expr) -> str:
+    """A SHA-256 (hex) of everything a build reads from ``node``: unlike :func:`structural_hash`
+    it also covers variable names, source names (provenance) and module attributes, so equal
+    digests mean the same graph JSON, kernel names and code headers (the build cache's key)."""
+    h = hashlib.sha256()
+    if isinstance(node, IRModule):
+        h.update(repr(sorted((k, repr(v)) for k, v in node.attrs.items())).encode())
+        for gv in sorted(node.functions, key=lambda g: g.name_hint):
+            h.update(f"@{gv.name_hint}={content_digest(node[gv])}\n".encode())
+        return h.hexdigest()
+    index: dict[int, int] = {}
+
+    def ref(e: Expr) -> int:
+        return index.setdefault(id(e), len(index))
+
+    for n in post_order(node):
+        kids = [ref(c) for c in children(n)]
+        if isinstance(n, Var):
+            line = f"var {n.name_hint!r} {n.type_annotation!r}"
+        elif isinstance(n, Constant):
+            value = np.ascontiguousarray(n.value)
+            h.update(value.reshape(-1).view(np.uint8).data)
+            line = f"const {value.dtype.str} {value.shape}"
+        elif isinstance(n, Call):
+            op = n.op
+            callee = (op.name if isinstance(op, Op) else f"@{op.name_hint}"
+                      if isinstance(op, GlobalVar) else f"%{ref(op)}" if isinstance(op, Var) else "fn")
+            line = f"call {callee} {n.attrs!r} {n.source_names!r}"
+        elif isinstance(n, Function):
+            line = f"fn {sorted((k, repr(v)) for k, v in n.attrs.items())!r} {n.ret_type!r}"
+        elif isinstance(n, TupleGetItem):
+            line = f"tgi {n.index}"
+        elif isinstance(n, GlobalVar):
+            line = f"gv {n.name_hint}"
+        else:
+            line = type(n).__name__
+        h.update(f"{ref(n)} {line} {kids}\n".encode())
+    return h.hexdigest()

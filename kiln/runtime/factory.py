@@ -69,6 +69,7 @@ class GraphExecutorFactoryModule(Module):
     ):
         super().__init__()
         self.ir_mod = ir_mod  # the module before optimisation, as TVM's factory keeps it
+        self.from_build_cache = False  # True when relay.build reused a stored build
         if not isinstance(lib, Module):
             raise TypeError(f"lib must be a runtime Module, got {type(lib).__name__}")
         self.graph: GraphJSON = parse_graph_json(graph_json)
