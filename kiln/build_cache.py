@@ -34,6 +34,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -54,7 +55,8 @@ from kiln.runtime.params import load_param_dict, save_param_dict
 from kiln.target import Target
 from kiln.transform import InferType, PassContext
 
-__all__ = ["MAX_BYTES", "build_key", "cached_build", "clear", "counts", "load", "prune", "store"]
+__all__ = ["MAX_BYTES", "build_key", "cached_build", "clear", "counts", "load", "prune", "store",
+           "wait"]
 
 #: Bytes the build cache may hold; past it, the least recently used entries go.
 MAX_BYTES = 4 << 30
@@ -63,6 +65,7 @@ _code: list[str] = []  # Kiln's code fingerprint, computed once per process
 #: Builds this process took from the cache ("hits") and stored ("stores").
 counts = {"hits": 0, "stores": 0}
 PRUNE_EVERY = 32  # stores between two prunings of the folder
+_writers: list[threading.Thread] = []  # stores still being written
 
 
 def _folder() -> Path:
@@ -156,6 +159,7 @@ def build_key(mod: IRModule, params: Mapping[str, Any] | None, target: Target,
 def load(key: str, ir_mod: IRModule) -> GraphExecutorFactoryModule | None:
     """The build stored under ``key``, or None. An entry that cannot be used (its kernels were
     pruned from the compile cache, an older format, a damaged file) is deleted."""
+    wait()
     entry = _folder() / key
     if not entry.is_dir():
         return None
@@ -185,13 +189,14 @@ def load(key: str, ir_mod: IRModule) -> GraphExecutorFactoryModule | None:
                                       meta["metadata"], ir_mod=ir_mod)
 
 
-def store(key: str, factory: GraphExecutorFactoryModule) -> None:
-    """Keep ``factory`` under ``key`` (a library with imports, e.g. external regions, is not)."""
+def store(key: str, factory: GraphExecutorFactoryModule, folder: Path | None = None) -> None:
+    """Keep ``factory`` under ``key`` in ``folder`` (default: the cache's) when it can be kept:
+    a library with imports (external regions) cannot. The cache is an optimisation: a write
+    that fails (a full disk, a removed folder) leaves it without the entry."""
     lib = factory.lib
     if not isinstance(lib, NativeLibrary) or lib.imported_modules or lib.functions is None:
         return
-    folder = _folder()
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = folder or _folder()
     entry = {
         "format": _FORMAT,
         "graph_json": factory.graph_json,
@@ -203,17 +208,21 @@ def store(key: str, factory: GraphExecutorFactoryModule) -> None:
                 "isa_features": sorted(lib.isa_features), "compile_flags": list(lib.compile_flags),
                 "kernel_flops": lib.kernel_flops},
     }
-    with tempfile.TemporaryDirectory(prefix=".tmp-", dir=folder) as tmp:
-        staged = Path(tmp) / key
-        staged.mkdir()
-        (staged / "params.bin").write_bytes(save_param_dict(factory.params))
-        functions = {k: f for k, f in lib.functions.items() if isinstance(f, Function)}
-        (staged / "functions.json").write_text(save_json(IRModule(functions)))
-        (staged / "entry.json").write_text(json.dumps(entry))
-        with contextlib.suppress(OSError):  # another process stored the same build first
-            os.replace(staged, folder / key)
-    if counts["stores"] % PRUNE_EVERY == 0:
-        prune()
+    functions = {k: f for k, f in lib.functions.items() if isinstance(f, Function)}
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".tmp-", dir=folder) as tmp:
+            staged = Path(tmp) / key
+            staged.mkdir()
+            (staged / "params.bin").write_bytes(save_param_dict(factory.params))
+            (staged / "functions.json").write_text(save_json(IRModule(functions)))
+            (staged / "entry.json").write_text(json.dumps(entry))
+            with contextlib.suppress(OSError):  # another process stored the same build first
+                os.replace(staged, folder / key)
+        if counts["stores"] % PRUNE_EVERY == 0:
+            _prune(folder, MAX_BYTES)
+    except OSError:
+        return
     counts["stores"] += 1
 
 
@@ -224,10 +233,14 @@ def _size(entry: Path) -> int:
 def prune(max_bytes: int | None = None) -> int:
     """Drop the least recently used builds until the cache holds at most ``max_bytes``
     (default :data:`MAX_BYTES`); returns how many were dropped."""
+    wait()
     folder = _folder()
     if not folder.is_dir():
         return 0
-    limit = MAX_BYTES if max_bytes is None else max_bytes
+    return _prune(folder, MAX_BYTES if max_bytes is None else max_bytes)
+
+
+def _prune(folder: Path, limit: int) -> int:
     dropped = 0
     entries = [p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")]
     sizes = {p: _size(p) for p in entries}
@@ -243,6 +256,7 @@ def prune(max_bytes: int | None = None) -> int:
 
 def clear() -> int:
     """Delete every stored build; returns how many there were."""
+    wait()
     folder = _folder()
     if not folder.is_dir():
         return 0
@@ -263,6 +277,15 @@ def cached_build(build: Callable[[], GraphExecutorFactoryModule], key: str | Non
             progress.current().message(f"build cache: reused {_folder() / key}")
             return hit
     factory = build()
-    if key is not None:
-        store(key, factory)
+    if key is not None:  # written while the caller goes on (the process waits for it at exit)
+        writer = threading.Thread(target=store, args=(key, factory, _folder()),
+                                  name="kiln-build-cache")
+        _writers.append(writer)
+        writer.start()
     return factory
+
+
+def wait() -> None:
+    """Wait until the builds being stored by this process are written."""
+    while _writers:
+        _writers.pop().join()

@@ -170,10 +170,12 @@ def test_builds_it_cannot_see_through_are_never_cached(monkeypatch: pytest.Monke
 
 def test_pruned_kernels_or_a_damaged_entry_mean_a_rebuild(cache_dir: Path) -> None:
     _build(_model())
+    build_cache.wait()  # the entry is written in the background
     shutil.rmtree(cache_dir / "compile")
     hits = _hits()
     np.testing.assert_allclose(_run(_build(_model())), _reference(), rtol=1e-4, atol=1e-4)
     assert _hits() == hits
+    build_cache.wait()
     (entry,) = (cache_dir / "builds").iterdir()
     (entry / "params.bin").write_bytes(b"garbage")
     np.testing.assert_allclose(_run(_build(_model())), _reference(), rtol=1e-4, atol=1e-4)
@@ -185,6 +187,7 @@ def test_pruned_kernels_or_a_damaged_entry_mean_a_rebuild(cache_dir: Path) -> No
 def test_prune_keeps_the_most_recent_builds(cache_dir: Path) -> None:
     for scale in (1, 2, 3):
         _build(_model(weight=W * scale))
+    build_cache.wait()
     assert len(list((cache_dir / "builds").iterdir())) == 3
     assert build_cache.prune(max_bytes=0) == 3
     assert build_cache.clear() == 0

@@ -77,7 +77,7 @@ from kiln.te.loop_ir import (
     walk_stmts,
 )
 from kiln.te.simplify import Simplifier
-from kiln.te.visit import post_order, substitute
+from kiln.te.visit import children, post_order, substitute
 
 __all__ = [
     "C_TYPES",
@@ -113,8 +113,51 @@ _BINOP = {"add": "+", "sub": "-", "mul": "*"}
 _CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
-def _has_load(e: PrimExpr) -> bool:
-    return any(isinstance(n, BufferLoad) for n in post_order(e))
+_NO_VARS: frozenset[Var] = frozenset()
+_NO_BUFFERS: frozenset[int] = frozenset()
+
+
+class ExprFacts:
+    """The variables under each expression node and the buffers it loads (by id), computed bottom-up
+    once per node: the emitters ask them of every node of a value, and walking each node's
+    subtree again made code generation quadratic in the depth of fused expressions. The nodes
+    are kept alive with their facts, so their ids are not reused."""
+
+    def __init__(self) -> None:
+        self._memo: dict[int, tuple[PrimExpr, frozenset[Var], frozenset[int]]] = {}
+
+    def _facts(self, e: PrimExpr) -> tuple[PrimExpr, frozenset[Var], frozenset[int]]:
+        memo = self._memo
+        hit = memo.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit
+        stack: list[tuple[PrimExpr, bool]] = [(e, False)]
+        while stack:
+            node, expanded = stack.pop()
+            hit = memo.get(id(node))
+            if hit is not None and hit[0] is node:
+                continue
+            kids = children(node)
+            if kids and not expanded:
+                stack.append((node, True))
+                stack.extend((k, False) for k in kids)
+                continue
+            below = [memo[id(k)] for k in kids]
+            names = frozenset({node}) if isinstance(node, Var) else (
+                below[0][1] if len(below) == 1 else _NO_VARS.union(*(f[1] for f in below)))
+            buffers = _NO_BUFFERS.union(*(f[2] for f in below))
+            if isinstance(node, BufferLoad):
+                buffers = buffers | {id(node.buffer)}
+            memo[id(node)] = (node, names, buffers)
+        return memo[id(e)]
+
+    def vars(self, e: PrimExpr) -> frozenset[Var]:
+        """The variables occurring in ``e``."""
+        return self._facts(e)[1]
+
+    def buffers(self, e: PrimExpr) -> frozenset[int]:
+        """The ids of the buffers ``e`` loads from (its :class:`BufferLoad` nodes')."""
+        return self._facts(e)[2]
 
 
 @dataclass
@@ -158,6 +201,7 @@ class CCodegen:
         self.constants: list[str] = []
         self.state: FunctionState = FunctionState()
         self.simp = Simplifier()
+        self.facts = ExprFacts()
         self.index_type = "int32_t"
         self.narrow = False  # whether a kernel used a narrow dtype (bfloat16, float8, int4, ...)
 
@@ -169,12 +213,25 @@ class CCodegen:
         its definition is compiled once per compiler and flags and linked into every library
         (:func:`kiln.codegen.c_runtime.runtime_unit`).
         """
-        bodies = [self.function(f) for f in funcs]
+        return self.unit([self.function(f) for f in funcs])
+
+    def unit(self, bodies: Sequence[str]) -> str:
+        """The translation unit of kernel texts made by :meth:`function` of this generator (or
+        of the generators it :meth:`absorb`-ed)."""
         parts = [SCALAR_PRELUDE, NARROW_PRELUDE if self.narrow else "", RUNTIME_DECLS,
                  self._vector_decls()]
         parts += self.constants
         parts += bodies
         return "\n".join(p.rstrip("\n") + "\n" for p in parts if p)
+
+    def absorb(self, other: CCodegen) -> None:
+        """Take the declarations the kernels ``other`` generated need (vector types and math,
+        constants), so :meth:`unit` can hold them next to this generator's."""
+        self.vector_types |= other.vector_types
+        self.vector_math |= other.vector_math
+        self.masked_types |= other.masked_types
+        self.constants += other.constants
+        self.narrow |= other.narrow
 
     def _vector_decls(self) -> str:
         types = set(self.vector_types)
@@ -455,8 +512,7 @@ class CCodegen:
         indices = register_indices(s.body, self.state.registers)
         if indices is None:
             return False
-        return s.extent <= _EXPAND_SHORT or any(
-            s.var in {n for n in post_order(i) if isinstance(n, Var)} for i in indices)
+        return s.extent <= _EXPAND_SHORT or any(s.var in self.facts.vars(i) for i in indices)
 
     def _expand(self, s: For) -> None:
         """Emit an unrolled loop as one copy of its body per iteration (constant indices)."""
@@ -464,7 +520,8 @@ class CCodegen:
             binding: dict[Var, PrimExpr] = {s.var: const(k, s.var.dtype)}
 
             def bind(e: PrimExpr, b: dict[Var, PrimExpr] = binding) -> PrimExpr:
-                return self.simp.simplify(substitute(e, b))
+                # most expressions of a copy do not mention the loop variable: nothing to rebuild
+                return self.simp.simplify(substitute(e, b) if s.var in self.facts.vars(e) else e)
 
             self.stmt(map_stmt_exprs(s.body, bind))
 
@@ -511,7 +568,7 @@ class CCodegen:
         if E.is_float_dtype(dt):
             return self.float_binary(e.kind, a, b, dt)
         ct = c_type(dt)
-        index = not (_has_load(e.a) or _has_load(e.b))
+        index = not (self.facts.buffers(e.a) or self.facts.buffers(e.b))
         if e.kind in _BINOP:
             op = _BINOP[e.kind]
             if index and dt in ("int32", "int64"):

@@ -43,7 +43,7 @@ from kiln.te.loop_ir import (
     own_exprs,
     walk_stmts,
 )
-from kiln.te.visit import children, post_order, rebuild, substitute
+from kiln.te.visit import children, post_order, rebuild, substitute, vars_in
 
 if TYPE_CHECKING:
     from kiln.codegen.c_codegen import CCodegen
@@ -95,8 +95,9 @@ def emit_vector_loop(cg: CCodegen, loop: For) -> bool:
 
 def _guarded(cg: CCodegen, v: Var, lanes: int, guard: PrimExpr, body: Stmt) -> None:
     """A guarded vector body: plain vector code when every lane passes the check, else masked."""
-    uniform = [c for c in E.conjuncts(guard) if v not in _vars(c) and not _is_const(c, True)]
-    varying = _all_of([c for c in E.conjuncts(guard) if v in _vars(c)])
+    uniform = [c for c in E.conjuncts(guard) if v not in cg.facts.vars(c)
+               and not _is_const(c, True)]
+    varying = _all_of([c for c in E.conjuncts(guard) if v in cg.facts.vars(c)])
     if any(_is_const(c, False) for c in uniform):
         return  # never runs (a copy of an unrolled loop past the data)
     if uniform:
@@ -126,7 +127,7 @@ def _peel_guard(cg: CCodegen, loop: For) -> tuple[PrimExpr | None, Stmt]:
     """A bounds check around the whole body that holds on an interval of lanes."""
     body = loop.body
     if isinstance(body, IfThenElse) and body.else_case is None \
-            and loop.var in _vars(body.condition) and _convex_in(cg, body.condition, loop.var):
+            and loop.var in cg.facts.vars(body.condition) and _convex_in(cg, body.condition, loop.var):
         return body.condition, body.then_case
     return None, body
 
@@ -135,21 +136,17 @@ def _convex_in(cg: CCodegen, cond: PrimExpr, v: Var) -> bool:
     """Whether ``cond`` is a conjunction of comparisons linear in ``v`` (true on an interval)."""
     if isinstance(cond, E.And):
         return _convex_in(cg, cond.a, v) and _convex_in(cg, cond.b, v)
-    if v not in _vars(cond):
+    if v not in cg.facts.vars(cond):
         return True
     if not isinstance(cond, E.Compare) or cond.kind in ("eq", "ne"):
         return False
     lin = cg.simp.linear(cg.simp.simplify(cond.a - cond.b))
-    return all(atom is v or v not in _vars(atom) for _, atom in lin.terms.values())
+    return all(atom is v or v not in cg.facts.vars(atom) for _, atom in lin.terms.values())
 
 
 def _number(e: PrimExpr) -> bool:
     """Whether ``e`` is a literal that is not NaN."""
     return isinstance(e, E.IntImm) or (isinstance(e, E.FloatImm) and e.value == e.value)
-
-
-def _vars(e: PrimExpr) -> set[Var]:
-    return {n for n in post_order(e) if isinstance(n, Var)}
 
 
 def _coef(cg: CCodegen, index: PrimExpr, v: Var) -> int | None:
@@ -159,7 +156,7 @@ def _coef(cg: CCodegen, index: PrimExpr, v: Var) -> int | None:
     for c, atom in lin.terms.values():
         if atom is v:
             coef = c
-        elif v in _vars(atom):
+        elif v in cg.facts.vars(atom):
             return None
     return coef
 
@@ -167,12 +164,12 @@ def _coef(cg: CCodegen, index: PrimExpr, v: Var) -> int | None:
 _VECTOR_CALLS = ("fabs", "isnan", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not")
 
 
-def _scalar_only(n: PrimExpr, v: Var) -> bool:
+def _scalar_only(cg: CCodegen, n: PrimExpr, v: Var) -> bool:
     """Operations with no vector form: vector code would run them lane by lane anyway (a lazy
     ``if_then_else`` whose condition varies across lanes loads lane by lane too), so the loop is
     better left to the compiler as scalar code (shorter, and just as fast)."""
     if isinstance(n, E.Call) and n.name == "if_then_else":
-        return v in _vars(n.args[0])
+        return v in cg.facts.vars(n.args[0])
     if isinstance(n, E.Binary):
         return n.kind in ("mod", "floordiv", "floormod") or (n.kind == "div"
                                                              and not E.is_float_dtype(n.dtype))
@@ -185,14 +182,14 @@ def _scalar_only(n: PrimExpr, v: Var) -> bool:
     return False
 
 
-def _value_nodes(e: PrimExpr, v: Var) -> list[PrimExpr]:
+def _value_nodes(cg: CCodegen, e: PrimExpr, v: Var) -> list[PrimExpr]:
     """Nodes of a value that vary with ``v``, not looking into load indices (a load that is not
     contiguous is gathered lane by lane whatever its index computes)."""
     out: list[PrimExpr] = []
     stack = [e]
     while stack:
         n = stack.pop()
-        if v not in _vars(n):
+        if v not in cg.facts.vars(n):
             continue
         out.append(n)
         if not isinstance(n, BufferLoad):
@@ -219,22 +216,22 @@ def vector_supported(cg: CCodegen, loop: For, body: Stmt, lanes: int) -> bool:
             exprs.append(s.value)
             values.append(s.value)
         elif isinstance(s, IfThenElse):
-            if v in _vars(s.condition):
+            if v in cg.facts.vars(s.condition):
                 return False
             exprs.append(s.condition)
-    for e in exprs:
+    for e in exprs:  # no float16 (no vector form), and every value fits a 256-byte vector
         for n in post_order(e):
-            if n.dtype == "float16":
+            if n.dtype == "float16" or element_bits(n.dtype) * lanes > 8 * 256:
                 return False
     for e in values:
-        for n in _value_nodes(e, v):
-            if _scalar_only(n, v):
+        for n in _value_nodes(cg, e, v):
+            if _scalar_only(cg, n, v):
                 return False
             if isinstance(n, BufferLoad) and id(n.buffer) in stores:
                 key = cg.simp.key(cg.simp.simplify(n.index))
                 if all(cg.simp.key(cg.simp.simplify(i)) != key for i in stores[id(n.buffer)]):
                     return False  # reads another lane's element of a buffer the loop writes
-    return all(element_bits(n.dtype) * lanes <= 8 * 256 for e in exprs for n in post_order(e))
+    return True
 
 
 class VectorBody:
@@ -391,12 +388,11 @@ class VectorBody:
     def _forget_loads_of(self, buffer: object) -> None:
         """A store invalidates remembered values that read the stored buffer."""
         for key, (e, _) in list(self.memo.items()):
-            if any(isinstance(n, BufferLoad) and n.buffer is buffer for n in post_order(e)):
+            if id(buffer) in self.cg.facts.buffers(e):
                 del self.memo[key]
 
     def _uniform(self, e: PrimExpr) -> bool:
-        return not any((isinstance(n, Var) and (n is self.v or id(n) in self.env))
-                       for n in post_order(e))
+        return not any(n is self.v or id(n) in self.env for n in self.cg.facts.vars(e))
 
     def _expr(self, e: PrimExpr) -> _VVal:
         cg = self.cg
@@ -650,6 +646,6 @@ def _reads_uniform_memory(body: Stmt, v: Var, registers: dict[int, tuple[int, st
         for e in own_exprs(s):
             for n in post_order(e):
                 if isinstance(n, BufferLoad) and id(n.buffer) not in registers \
-                        and n.buffer.kind in ("input", "output") and v not in _vars(n.index):
+                        and n.buffer.kind in ("input", "output") and v not in vars_in(n.index):
                     return True
     return False

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import re
 import shlex
 import subprocess
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -62,8 +63,11 @@ __all__ = [
 # Extra compile flags for generated kernels: fused multiply-add contraction (faster, and at
 # least as accurate), and no errno from libm (lets GCC inline sqrt and friends). No fast-math.
 COMPILE_FLAGS: tuple[str, ...] = ("-ffp-contract=fast", "-fno-math-errno")
-# Kernels per translation unit when a module is compiled in several pieces.
+# A module's kernels go into translation units of at most this many kernels and about
+# UNIT_BYTES of kernel C each: GCC compiles them in parallel, each while Python generates the
+# next (ResNet-50's 750 KB of C in one unit took GCC 2.3 s on one core).
 KERNELS_PER_CHUNK = 48
+UNIT_BYTES = 128 << 10
 
 ScheduleLookup = Callable[[ComputeDAG, str], Any]
 
@@ -301,13 +305,28 @@ def lower_fused(name: str, func: Function, untuned: Callable[[ComputeDAG], Any],
     return lower(fdag.dag, untuned(fdag.dag), args=fdag.args, name=name, attrs=attrs)
 
 
-def generate_module_sources(prims: Sequence[PrimFunc], vector_bytes: int,
-                            chunk: int | None = None) -> list[str]:
-    """C translation units for the kernels, ``chunk`` kernels each; they declare the runtime,
-    which :func:`build_native` links in (:func:`runtime_object`)."""
-    chunk = chunk or KERNELS_PER_CHUNK
-    groups = [list(prims[i:i + chunk]) for i in range(0, len(prims), chunk)] or [[]]
-    return [CCodegen(vector_bytes).module(g) for g in groups]
+def iter_module_sources(prims: Sequence[PrimFunc], vector_bytes: int
+                        ) -> Iterator[tuple[str, int]]:
+    """C translation units for the kernels, each as soon as it is full (at most
+    :data:`KERNELS_PER_CHUNK` kernels and about :data:`UNIT_BYTES` of kernel C), with the
+    number of kernels in it. They declare the runtime, which :func:`build_native` links in
+    (:func:`runtime_object`)."""
+    unit, bodies, size = CCodegen(vector_bytes), [], 0
+    for prim in prims:
+        cg = CCodegen(vector_bytes)
+        bodies.append(cg.function(prim))
+        unit.absorb(cg)
+        size += len(bodies[-1])
+        if len(bodies) >= KERNELS_PER_CHUNK or size >= UNIT_BYTES:
+            yield unit.unit(bodies), len(bodies)
+            unit, bodies, size = CCodegen(vector_bytes), [], 0
+    if bodies or not prims:
+        yield unit.unit(bodies), len(bodies)
+
+
+def generate_module_sources(prims: Sequence[PrimFunc], vector_bytes: int) -> list[str]:
+    """The translation units of :func:`iter_module_sources`."""
+    return [source for source, _ in iter_module_sources(prims, vector_bytes)]
 
 
 def compile_module(source: str, name_hint: str = "kernels", flags: Sequence[str] = COMPILE_FLAGS) -> Path:
@@ -366,33 +385,33 @@ def build_native(functions: Mapping[str, Function], target: Any = None, *,
             prims.append(lower_function(name, fn, vector_bytes, threads, schedule_lookup))
             st.advance()
     signatures = {p.name: tuple((tuple(b.shape), b.dtype) for b in p.params) for p in prims}
-    with progress.stage("generating C"):
-        sources = generate_module_sources(prims, vector_bytes)
     hint = "kernels" if len(prims) != 1 else prims[0].name
-    runtime = runtime_job.result()
-    if len(sources) == 1:
-        with progress.stage("compiling C", total=len(prims), unit="distinct kernels") as st:
-            so = compile_cached(sources[0], hint, flags=flags, objects=[runtime])
-            st.advance(len(prims))
-        lib = NativeLibrary(so, sources=[so.with_suffix(".c"), runtime.with_suffix(".c")],
-                            signatures=signatures, isa_features=isa.features, compile_flags=flags)
-        lib.functions = dict(functions)
-        lib.kernel_flops = {p.name: float(p.attrs.get("flops", -1)) for p in prims}
-        return lib
-    workers = max(1, min(len(sources), usable_cpus()))
     with progress.stage("compiling C", total=len(prims), unit="distinct kernels") as st, \
-            ThreadPoolExecutor(max_workers=workers) as pool:
-        def compile_chunk(i: int) -> Path:  # reports its kernels as the chunk finishes
-            so = compile_cached(sources[i], f"{hint}_part", flags=flags)
-            st.advance(len(prims[i * KERNELS_PER_CHUNK:(i + 1) * KERNELS_PER_CHUNK]))
+            ThreadPoolExecutor(max_workers=usable_cpus()) as pool:
+        def compile_unit(source: str, kernels: int) -> Path:
+            so = compile_cached(source, f"{hint}_part", flags=flags)
+            st.advance(kernels)
             return so
 
-        parts = list(pool.map(compile_chunk, range(len(sources))))
-    objects = [*(p.with_suffix(".o") for p in parts), runtime]
-    key = hashlib.sha256("\0".join(map(str, objects)).encode()).hexdigest()[:24]
-    out = Path(settings.cache_dir) / "compile" / f"{hint}-{key}.so"
-    if not out.is_file():
-        compile_shared(objects, out, extra_flags=flags)
+        units = iter_module_sources(prims, vector_bytes)
+        first = next(units)
+        second = next(units, None)
+        if second is None:  # one unit: one library, linked with the runtime
+            out = compile_cached(first[0], hint, flags=flags, objects=[runtime_job.result()])
+            st.advance(first[1])
+        else:  # each unit compiles (a worker waits on the compiler) while the next is generated
+            jobs = [pool.submit(compile_unit, *unit) for unit in itertools.chain([first, second],
+                                                                                 units)]
+            parts = [job.result() for job in jobs]
+    runtime = runtime_job.result()
+    if second is None:
+        objects = [out, runtime]
+    else:
+        objects = [*(p.with_suffix(".o") for p in parts), runtime]
+        key = hashlib.sha256("\0".join(map(str, objects)).encode()).hexdigest()[:24]
+        out = Path(settings.cache_dir) / "compile" / f"{hint}-{key}.so"
+        if not out.is_file():
+            compile_shared(objects, out, extra_flags=flags)
     lib = NativeLibrary(out, sources=[p.with_suffix(".c") for p in objects], signatures=signatures,
                         isa_features=isa.features, compile_flags=flags)
     lib.functions = dict(functions)  # provenance for the debugger (kiln.debug.compare)

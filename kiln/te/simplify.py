@@ -26,7 +26,7 @@ from typing import Any
 
 from kiln.te import expr as E
 from kiln.te.expr import PrimExpr, Var, const
-from kiln.te.visit import children, post_order, rebuild
+from kiln.te.visit import children, rebuild
 
 __all__ = ["Simplifier", "can_prove", "expr_equal", "int_bound", "simplify", "struct_key"]
 
@@ -74,16 +74,6 @@ def _is_int(e: PrimExpr) -> bool:
 
 
 _INDEX_NODES = (Var, E.IntImm, E.Binary, E.Compare, E.And, E.Or, E.Not, E.Select)
-
-
-def _is_index(e: PrimExpr) -> bool:
-    """Index arithmetic: int32/int64 built from variables and constants only.
-
-    Only such expressions are treated as mathematical integers (canonical forms, decisions by
-    bounds); arithmetic on tensor data wraps around at its width, so it is only folded.
-    """
-    return all(n.dtype in ("int32", "int64", "bool") and isinstance(n, _INDEX_NODES)
-               for n in post_order(e))
 
 
 @dataclass
@@ -144,12 +134,27 @@ class Simplifier:
         return struct_key(e, self._keys)
 
     def _index(self, e: PrimExpr) -> bool:
-        hit = self._index_memo.get(id(e))
-        if hit is not None and hit[0] is e:
-            return hit[1]
-        out = _is_index(e)
-        self._index_memo[id(e)] = (e, out)
-        return out
+        """Whether ``e`` is index arithmetic: int32/int64 built from variables and constants only.
+
+        Only such expressions are treated as mathematical integers (canonical forms, decisions
+        by bounds); arithmetic on tensor data wraps around at its width, so it is only folded.
+        Memoised per node: simplification asks it at every level of an expression.
+        """
+        memo = self._index_memo
+        stack: list[tuple[PrimExpr, bool]] = [(e, False)]
+        while stack:
+            node, expanded = stack.pop()
+            hit = memo.get(id(node))
+            if hit is not None and hit[0] is node:
+                continue
+            if not (node.dtype in ("int32", "int64", "bool") and isinstance(node, _INDEX_NODES)):
+                memo[id(node)] = (node, False)
+            elif expanded:
+                memo[id(node)] = (node, all(memo[id(c)][1] for c in children(node)))
+            else:
+                stack.append((node, True))
+                stack.extend((c, False) for c in children(node))
+        return memo[id(e)][1]
 
     # --- bounds --------------------------------------------------------------------------------
     def bound(self, e: PrimExpr) -> Bound:

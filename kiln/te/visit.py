@@ -7,6 +7,7 @@ expression trees) and memoised by node identity, so shared sub-expressions are v
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from kiln.te.expr import (
     And,
@@ -14,6 +15,8 @@ from kiln.te.expr import (
     Call,
     Cast,
     Compare,
+    FloatImm,
+    IntImm,
     Not,
     Or,
     PrimExpr,
@@ -28,6 +31,9 @@ __all__ = ["children", "post_order", "rebuild", "substitute", "transform", "vars
 
 def children(e: PrimExpr) -> tuple[PrimExpr, ...]:
     """The direct sub-expressions of ``e``, in TVM's visiting order."""
+    of_type = _CHILDREN.get(type(e))  # the common node types, without a chain of isinstance
+    if of_type is not None:
+        return of_type(e)
     if isinstance(e, (Binary, Compare, And, Or)):
         return (e.a, e.b)
     if isinstance(e, Not):
@@ -46,6 +52,21 @@ def children(e: PrimExpr) -> tuple[PrimExpr, ...]:
     if callable(kids):
         return tuple(kids())
     return ()
+
+
+def _no_children(e: PrimExpr) -> tuple[PrimExpr, ...]:
+    return ()
+
+
+def _two(e: Any) -> tuple[PrimExpr, ...]:
+    return (e.a, e.b)
+
+
+_CHILDREN: dict[type, Callable[[Any], tuple[PrimExpr, ...]]] = {
+    Var: _no_children, IntImm: _no_children, FloatImm: _no_children,
+    Binary: _two, Compare: _two, And: _two, Or: _two,
+    Cast: lambda e: (e.value,), Call: lambda e: e.args, TensorLoad: lambda e: e.indices,
+}
 
 
 def rebuild(e: PrimExpr, kids: tuple[PrimExpr, ...]) -> PrimExpr:

@@ -313,3 +313,30 @@ def test_prelude_documents_the_measured_bounds() -> None:
     table = re.findall(r"^(exp|tanh|sigmoid|erf)\s.*?([\d.]+) ulp$", c_prelude.__doc__ or "",
                        flags=re.M)
     assert {name: float(v) <= MATH[name][1] for name, v in table} == {n: True for n in MATH}
+
+
+def test_expr_facts_agree_with_a_fresh_walk_on_shared_subtrees() -> None:
+    """ExprFacts memoises per node; the answers must be those of walking each tree afresh,
+    also for subtrees shared between expressions and asked about in any order."""
+    from kiln.codegen.c_codegen import ExprFacts
+    from kiln.te import expr as E
+    from kiln.te.visit import post_order, vars_in
+
+    rng = np.random.default_rng(3)
+    i, j, k = (E.Var(n, "int32") for n in "ijk")
+    bufs = [Buffer(f"b{n}", "float32", (64,), kind="input") for n in range(3)]
+    pool: list = [i, j, k, E.const(2, "int32")]
+    for _ in range(200):
+        kind = rng.integers(3)
+        a, b = (pool[int(rng.integers(len(pool)))] for _ in range(2))
+        if kind == 0 and a.dtype == b.dtype:
+            pool.append(E.Binary("add", a, b, a.dtype))
+        elif kind == 1 and a.dtype == "int32":
+            pool.append(BufferLoad(bufs[int(rng.integers(3))], a, "float32"))
+        elif a.dtype == "float32" and b.dtype == "float32":
+            pool.append(E.Binary("mul", a, b, "float32"))
+    facts = ExprFacts()
+    for e in reversed(pool):  # parents before their (shared) children
+        assert facts.vars(e) == vars_in(e)
+        assert facts.buffers(e) == {id(n.buffer) for n in post_order(e)
+                                    if isinstance(n, BufferLoad)}

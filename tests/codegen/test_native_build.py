@@ -306,6 +306,28 @@ def test_large_module_is_compiled_in_chunks(monkeypatch) -> None:
         np.testing.assert_array_equal(out, a + i)
 
 
+def test_kernels_are_split_into_units_by_size(monkeypatch) -> None:
+    """Units close at UNIT_BYTES of kernel C (compiled in parallel, each while the next is
+    generated); every kernel lands in exactly one unit and the library runs them all."""
+    from kiln.codegen import native
+    from kiln.op import elemwise as ew
+
+    monkeypatch.setattr(native, "UNIT_BYTES", 1)  # one kernel per unit
+    funcs = {}
+    for i in range(3):
+        x = relay.var("x", shape=(5, i + 2), dtype="float32")
+        funcs[f"unit_k{i}"] = _typed([x], ew.multiply(x, relay.const(float(i + 1))))
+    lib = build_native(funcs)
+    texts = [Path(s).read_text() for s in lib.sources[:-1]]  # the runtime is last
+    assert len(texts) == 3
+    for i in range(3):
+        assert sum(f"int32_t unit_k{i}(" in t for t in texts) == 1
+        a = np.arange(5 * (i + 2), dtype=np.float32).reshape(5, i + 2)
+        out = np.empty_like(a)
+        lib.kernel(f"unit_k{i}")(a, out)
+        np.testing.assert_array_equal(out, a * (i + 1))
+
+
 @pytest.mark.slow
 def test_report_fused_chain_speed_and_call_overhead(capsys) -> None:
     """Measurement (printed, not asserted): a fused 5-op chain on 1M floats vs NumPy."""
