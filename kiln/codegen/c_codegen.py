@@ -45,6 +45,7 @@ from kiln.codegen.c_prelude import (
 from kiln.codegen.c_reduce import emit_horizontal_reduction
 from kiln.codegen.c_registers import register_element, register_indices, register_lanes
 from kiln.codegen.c_runtime import RUNTIME_DECLS
+from kiln.codegen.c_transpose import emit_register_transpose, transpose_helper
 from kiln.codegen.c_types import (
     C_TYPES,
     MASK_INT,
@@ -198,6 +199,7 @@ class CCodegen:
         self.vector_types: set[tuple[str, int]] = set()  # (dtype, lanes)
         self.vector_math: set[int] = set()  # float32 lane counts needing vector math
         self.masked_types: set[tuple[str, int]] = set()  # (dtype, lanes) with masked moves
+        self.transposes: set[tuple[str, int]] = set()  # (dtype, lanes) transposed in registers
         self.constants: list[str] = []
         self.state: FunctionState = FunctionState()
         self.simp = Simplifier()
@@ -230,6 +232,7 @@ class CCodegen:
         self.vector_types |= other.vector_types
         self.vector_math |= other.vector_math
         self.masked_types |= other.masked_types
+        self.transposes |= other.transposes
         self.constants += other.constants
         self.narrow |= other.narrow
 
@@ -257,6 +260,8 @@ class CCodegen:
             vt = vector_type_name(dtype, lanes)
             text += masked_helpers(vt, vector_type_name(MASK_INT[width], lanes), c_type(dtype),
                                    vt[len("kiln_"):], width, lanes, E.is_float_dtype(dtype))
+        for dtype, lanes in sorted(self.transposes, key=lambda t: (t[1], t[0])):
+            text += transpose_helper(dtype, lanes)
         if self.vector_math:
             text += VECTOR_MATH_TABLES
         for lanes in sorted(self.vector_math):
@@ -485,6 +490,8 @@ class CCodegen:
         if s.kind == "vectorized" and emit_vector_loop(self, s):
             return
         if s.kind in ("serial", "unrolled") and emit_horizontal_reduction(self, s):
+            return
+        if s.kind in ("serial", "unrolled") and emit_register_transpose(self, s):
             return
         if s.kind == "unrolled" and self.state.registers and self._expands(s):
             self._expand(s)

@@ -1,0 +1,57 @@
+"""Transposes through vector registers (``kiln.codegen.c_transpose``): compiled kernels against
+NumPy, for the native vector width and an AVX2 build (16 and 8 lanes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kiln import relay
+from kiln.codegen.c_transpose import transpose_helper
+from kiln.codegen.native import build_native
+from kiln.ir.module import IRModule
+from kiln.transform.infer_type import infer_type
+
+pytestmark = pytest.mark.requires_cc
+
+TARGETS = ["c", "llvm -mcpu=znver3"]
+
+
+def _typed(params: list, body: relay.Expr) -> relay.Function:
+    return infer_type(IRModule.from_expr(relay.Function(params, body)))["main"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_padded_key_transpose_of_attention(target: str, dtype: str) -> None:
+    """ViT's K^T: a head's (tokens, 64) block of the QKV projection, transposed to (64, tokens)
+    with the tokens padded to whole vectors (AlterBatchMatmul's B operand)."""
+    x = relay.var("x", shape=(1, 197, 3, 3, 64), dtype=dtype)
+    k = relay.strided_slice(x, begin=[0, 0, 1, 0, 0], end=[1, 197, 2, 3, 64])
+    k = relay.reshape(relay.transpose(k, (2, 0, 3, 1, 4)), (3, 197, 64))
+    k = relay.nn.pad(k, pad_width=((0, 0), (0, 11), (0, 0)))
+    lib = build_native({"vit_key_transpose": _typed([x], relay.transpose(k, (0, 2, 1)))}, target)
+    assert any("transpose through registers" in Path(s).read_text() for s in lib.sources)
+    a = (np.random.default_rng(0).standard_normal((1, 197, 3, 3, 64)) * 100).astype(dtype)
+    out = np.full((3, 64, 208), 7, dtype)
+    lib.kernel("vit_key_transpose")(a, out)
+    want = np.pad(a[0, :, 1].transpose(1, 0, 2), ((0, 0), (0, 11), (0, 0))).transpose(0, 2, 1)
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("lanes", [4, 8, 16])
+def test_the_helper_trades_every_index_bit(lanes: int) -> None:
+    """The helper's shuffles, interpreted: element (i, l) ends at (l, i)."""
+    rows = [[(i, lane) for lane in range(lanes)] for i in range(lanes)]
+    for line in transpose_helper("float32", lanes).splitlines():
+        line = line.strip()
+        if line.startswith("a = r["):
+            i, j = (int(t.split("]")[0]) for t in line.split("r[")[1:])
+            a, b = rows[i], rows[j]
+        elif "__builtin_shufflevector" in line:
+            dest = int(line.split("]")[0].split("[")[1])
+            picks = [int(t) for t in line.split("(a, b, ")[1].rstrip(");").split(", ")]
+            rows[dest] = [(a + b)[p] for p in picks]
+    assert rows == [[(lane, i) for lane in range(lanes)] for i in range(lanes)]
