@@ -51,53 +51,84 @@ def _linear_coef(cg: CCodegen, index: PrimExpr, v: E.Var) -> int | None:
     return coef
 
 
-def _tile(cg: CCodegen, outer: For
-          ) -> tuple[For, Store, BufferLoad, PrimExpr | None, E.IntImm | E.FloatImm] | None:
-    """The inner loop, store, load, load condition and fill value of a transpose tile."""
+def _choice(e: PrimExpr) -> tuple[PrimExpr, PrimExpr, PrimExpr] | None:
+    """(condition, then, else) of a select or ``if_then_else``."""
+    if isinstance(e, E.Call) and e.name == "if_then_else":
+        return e.args[0], e.args[1], e.args[2]
+    if isinstance(e, E.Select):
+        return e.condition, e.true_value, e.false_value
+    return None
+
+
+def _row_leaves(cg: CCodegen, value: PrimExpr, st: Store, u: E.Var, v: E.Var
+                ) -> list[BufferLoad] | None:
+    """The loads of a tile's value: a load contiguous along ``u``, a constant, or a choice
+    between such values by a condition that does not depend on ``u`` (a padded or
+    concatenated tile); None when the value is anything else."""
+    choice = _choice(value)
+    if choice is not None:
+        cond, a, b = choice
+        if u in cg.facts.vars(cond):
+            return None
+        left, right = _row_leaves(cg, a, st, u, v), _row_leaves(cg, b, st, u, v)
+        return None if left is None or right is None else left + right
+    if isinstance(value, (E.IntImm, E.FloatImm)):
+        return []
+    if not isinstance(value, BufferLoad) or value.dtype != st.buffer.dtype \
+            or id(value.buffer) in cg.state.registers or value.buffer is st.buffer \
+            or _linear_coef(cg, value.index, u) != 1:
+        return None
+    return [value]
+
+
+def _tile(cg: CCodegen, outer: For) -> tuple[For, Store] | None:
+    """The inner loop and store of a transpose tile."""
     inner = outer.body
     n = outer.extent
     if not isinstance(inner, For) or inner.extent != n or inner.kind == "parallel" \
             or not isinstance(inner.body, Store):
         return None
     st = inner.body
-    dt = st.buffer.dtype
-    if dt not in _DTYPES or n * 32 != cg.vector_bytes * 8:
-        return None
-    whole = st.value
-    value: PrimExpr = whole
-    cond: PrimExpr | None = None
-    fill: PrimExpr = const(0, dt)
-    if isinstance(whole, E.Call) and whole.name == "if_then_else":
-        cond, value, fill = whole.args
-    elif isinstance(whole, E.Select):
-        cond, value, fill = whole.condition, whole.true_value, whole.false_value
-    if not isinstance(value, BufferLoad) or value.dtype != dt \
-            or not isinstance(fill, (E.IntImm, E.FloatImm)):
+    if st.buffer.dtype not in _DTYPES or n * 32 != cg.vector_bytes * 8 \
+            or id(st.buffer) in cg.state.registers:
         return None
     u, v = outer.var, inner.var
-    if cond is not None and u in cg.facts.vars(cond):
+    if _linear_coef(cg, st.index, v) != 1:
         return None
-    registers = cg.state.registers
-    if id(st.buffer) in registers or id(value.buffer) in registers or value.buffer is st.buffer:
-        return None
-    if _linear_coef(cg, st.index, v) != 1 or _linear_coef(cg, value.index, u) != 1:
-        return None
-    if _linear_coef(cg, value.index, v) == 1:
-        return None  # contiguous on both sides: the vector loop copies it as it is
-    return inner, st, value, cond, fill
+    loads = _row_leaves(cg, st.value, st, u, v)
+    if not loads or all(_linear_coef(cg, ld.index, v) == 1 for ld in loads):
+        return None  # nothing read across the rows: the vector loop copies it as it is
+    return inner, st
+
+
+def _emit_row(cg: CCodegen, value: PrimExpr, row: str, u: E.Var, vt: str) -> None:
+    """``row = value`` for one ``v``, its loads as vectors along ``u``."""
+    choice = _choice(value)
+    if choice is not None:
+        cond, a, b = choice
+        with cg.block(f"if ({cg.cond(cond)}) {{", closing=None):
+            _emit_row(cg, a, row, u, vt)
+        with cg.block("} else {"):
+            _emit_row(cg, b, row, u, vt)
+    elif isinstance(value, BufferLoad):
+        offset = cg.expr(cg.simp.simplify(substitute(value.index, {u: const(0, u.dtype)})))
+        cg.emit(f"{row} = *(const {vt}u*)&{value.buffer.name}[{offset}];")
+    else:
+        assert isinstance(value, (E.IntImm, E.FloatImm))
+        cg.emit(f"{row} = KILN_SPLAT({vt}, {c_literal(value.value, value.dtype)});")
 
 
 def emit_register_transpose(cg: CCodegen, outer: For) -> bool:
     """Emit ``outer`` (a serial or unrolled loop) as a transpose through registers when it is
     a square tile of the vector width whose store is contiguous along the inner loop and whose
-    load is contiguous along ``outer`` (see the module docstring); False, with nothing
+    loads are contiguous along ``outer`` (see the module docstring); False, with nothing
     emitted, otherwise."""
     if outer.kind not in ("serial", "unrolled"):
         return False
     tile = _tile(cg, outer)
     if tile is None:
         return False
-    inner, st, load, cond, fill = tile
+    inner, st = tile
     n, dt = outer.extent, st.buffer.dtype
     vt = vector_type_name(dt, n)
     cg.vector_types.update({(dt, n), (_DTYPES[dt], n)})
@@ -109,15 +140,7 @@ def emit_register_transpose(cg: CCodegen, outer: For) -> bool:
     vn = cg.var_name(v)
     cg.state.var_types[id(v)] = it
     with cg.block(f"for ({it} {vn} = 0; {vn} < {n}; ++{vn}) {{"):
-        offset = cg.expr(cg.simp.simplify(substitute(load.index, {u: const(0, u.dtype)})))
-        row = f"{rows}[{vn}] = *(const {vt}u*)&{load.buffer.name}[{offset}];"
-        if cond is None:
-            cg.emit(row)
-        else:
-            with cg.block(f"if ({cg.cond(cond)}) {{", closing=None):
-                cg.emit(row)
-            with cg.block("} else {"):
-                cg.emit(f"{rows}[{vn}] = KILN_SPLAT({vt}, {c_literal(fill.value, dt)});")
+        _emit_row(cg, st.value, f"{rows}[{vn}]", u, vt)
     cg.emit(f"kiln_transpose_{vt[len('kiln_'):]}({rows});")
     un = cg.var_name(u)
     cg.state.var_types[id(u)] = it

@@ -55,3 +55,24 @@ def test_the_helper_trades_every_index_bit(lanes: int) -> None:
             picks = [int(t) for t in line.split("(a, b, ")[1].rstrip(");").split(", ")]
             rows[dest] = [(a + b)[p] for p in picks]
     assert rows == [[(lane, i) for lane in range(lanes)] for i in range(lanes)]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_concatenated_blocked_maps_to_plain_layout(target: str) -> None:
+    """YOLOv8n's detect head: two NCHW{c} maps concatenated on channels and unblocked to NCHW
+    (rows chosen per tile by a condition on the tile, not on the lanes)."""
+    lanes = 16 if target == "c" else 8
+    a = relay.var("a", shape=(1, 2, 6, 8, lanes), dtype="float32")
+    b = relay.var("b", shape=(1, 3, 6, 8, lanes), dtype="float32")
+    cat = relay.concatenate([a, b], axis=1)
+    plain = relay.layout_transform(cat, f"NCHW{lanes}c", "NCHW")
+    func = _typed([a, b], relay.reshape(plain, (1, 5 * lanes, 48)))
+    lib = build_native({"head_unblock": func}, target)
+    assert any("transpose through registers" in Path(s).read_text() for s in lib.sources)
+    rng = np.random.default_rng(1)
+    xa = rng.standard_normal((1, 2, 6, 8, lanes)).astype("float32")
+    xb = rng.standard_normal((1, 3, 6, 8, lanes)).astype("float32")
+    out = np.zeros((1, 5 * lanes, 48), "float32")
+    lib.kernel("head_unblock")(xa, xb, out)
+    want = np.concatenate([xa, xb], axis=1).transpose(0, 1, 4, 2, 3).reshape(1, 5 * lanes, 48)
+    np.testing.assert_array_equal(out, want)
