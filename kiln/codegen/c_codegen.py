@@ -78,7 +78,7 @@ from kiln.te.loop_ir import (
     walk_stmts,
 )
 from kiln.te.simplify import Simplifier
-from kiln.te.visit import children, post_order, substitute
+from kiln.te.visit import children, post_order, rebuild
 
 __all__ = [
     "C_TYPES",
@@ -155,6 +155,26 @@ class ExprFacts:
     def vars(self, e: PrimExpr) -> frozenset[Var]:
         """The variables occurring in ``e``."""
         return self._facts(e)[1]
+
+    def substitute(self, e: PrimExpr, var: Var, value: PrimExpr) -> PrimExpr:
+        """``e`` with ``var`` replaced by ``value``, rebuilding only the nodes above an
+        occurrence of ``var`` (:func:`~kiln.te.visit.substitute` walks the whole tree); the
+        other subtrees are kept as they are, as there."""
+        if var not in self.vars(e):
+            return e
+        done: dict[int, PrimExpr] = {id(var): value}
+        stack: list[tuple[PrimExpr, bool]] = [(e, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if id(node) in done:
+                continue
+            kids = children(node)
+            if expanded:
+                done[id(node)] = rebuild(node, tuple(done.get(id(k), k) for k in kids))
+            else:
+                stack.append((node, True))
+                stack.extend((k, False) for k in kids if var in self.vars(k))
+        return done[id(e)]
 
     def buffers(self, e: PrimExpr) -> frozenset[int]:
         """The ids of the buffers ``e`` loads from (its :class:`BufferLoad` nodes')."""
@@ -524,11 +544,8 @@ class CCodegen:
     def _expand(self, s: For) -> None:
         """Emit an unrolled loop as one copy of its body per iteration (constant indices)."""
         for k in range(s.extent):
-            binding: dict[Var, PrimExpr] = {s.var: const(k, s.var.dtype)}
-
-            def bind(e: PrimExpr, b: dict[Var, PrimExpr] = binding) -> PrimExpr:
-                # most expressions of a copy do not mention the loop variable: nothing to rebuild
-                return self.simp.simplify(substitute(e, b) if s.var in self.facts.vars(e) else e)
+            def bind(e: PrimExpr, k: int = k) -> PrimExpr:
+                return self.simp.simplify(self.facts.substitute(e, s.var, const(k, s.var.dtype)))
 
             self.stmt(map_stmt_exprs(s.body, bind))
 

@@ -15,6 +15,8 @@ compute on them the same way, see :mod:`kiln.op.narrow_ref`.
 
 from __future__ import annotations
 
+import functools
+
 import ml_dtypes
 import numpy as np
 
@@ -109,6 +111,7 @@ def is_narrow(dtype: str) -> bool:
     return dtype in NARROW_FLOATS or dtype in NARROW_INTS
 
 
+@functools.cache  # asked of every node of every expression by the code generators
 def dtype_bits(dtype: str) -> int:
     """Bits of a value of ``dtype`` (bool: 1, int4: 4, float8_e5m2: 8, bfloat16: 16)."""
     known = _BITS.get(dtype)
