@@ -520,6 +520,12 @@ class CCodegen:
         kind = s.kind
         if kind == "parallel" and not f.in_parallel and emit_parallel_loop(self, s):
             return
+        self.plain_for(s)
+
+    def plain_for(self, s: For) -> None:
+        """``s`` as a C ``for`` loop around its body (no vector, parallel or unrolled form)."""
+        f = self.state
+        kind = s.kind
         it = self.index_type
         var = self.var_name(s.var)
         f.var_types[id(s.var)] = it

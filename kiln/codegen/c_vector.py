@@ -81,7 +81,7 @@ def emit_vector_loop(cg: CCodegen, loop: For) -> bool:
         return False
     guard, body = _peel_guard(cg, loop)
     if not vector_supported(cg, loop, body, lanes):
-        return False
+        return _split_by_value_condition(cg, loop, guard, body)
     v = loop.var
     name = cg.var_name(v)
     # a single assignment (a register tile update, say) needs no block of its own
@@ -90,6 +90,46 @@ def emit_vector_loop(cg: CCodegen, loop: For) -> bool:
             VectorBody(cg, v, lanes).emit(body)
         else:
             _guarded(cg, v, lanes, guard, body)
+    return True
+
+
+def _split_by_value_condition(cg: CCodegen, loop: For, guard: PrimExpr | None,
+                              body: Stmt) -> bool:
+    """A store of ``cond ? a : b`` whose condition varies across the lanes (zero padding read
+    through: ``0 <= w - 1 < W ? x[w - 1] : 0``) cannot load ``a`` as a vector where ``cond``
+    fails. When ``cond`` holds on an interval of lanes (linear comparisons), the vector stores
+    ``a`` wherever it holds at both ends (the interior of a padded row), and the loop runs as
+    scalar code elsewhere (its edges). False, with nothing emitted, for other bodies."""
+    if not isinstance(body, Store):
+        return False
+    value = body.value
+    if isinstance(value, E.Call) and value.name == "if_then_else":
+        cond, taken = value.args[0], value.args[1]
+    elif isinstance(value, E.Select):
+        cond, taken = value.condition, value.true_value
+    else:
+        return False
+    v, lanes = loop.var, loop.extent
+    if v not in cg.facts.vars(cond) or not _convex_in(cg, cond, v):
+        return False
+    inner = Store(body.buffer, body.index, taken)
+    if not vector_supported(cg, loop, inner, lanes):
+        return False
+    ends = [cg.simp.simplify(substitute(cond, {v: const(k)})) for k in (0, lanes - 1)]
+    if any(_is_const(c, False) for c in ends):
+        return False
+    checks = [f"({cg.cond(c)})" for c in ends if not isinstance(c, E.IntImm)]
+    if not checks:  # holds on every lane
+        return False
+    name = cg.var_name(v)
+    with cg.block(f"if ({' && '.join(checks)}) {{  /* {name}: {lanes} lanes where "
+                  "the condition holds on all */", closing=None):
+        if guard is None:
+            VectorBody(cg, v, lanes).emit(inner)
+        else:
+            _guarded(cg, v, lanes, guard, inner)
+    with cg.block("} else {"):
+        cg.plain_for(loop)
     return True
 
 

@@ -76,3 +76,4 @@ def test_concatenated_blocked_maps_to_plain_layout(target: str) -> None:
     lib.kernel("head_unblock")(xa, xb, out)
     want = np.concatenate([xa, xb], axis=1).transpose(0, 1, 4, 2, 3).reshape(1, 5 * lanes, 48)
     np.testing.assert_array_equal(out, want)
+

@@ -344,7 +344,7 @@ def schedule_pad(state: State, sid: int, target: TargetInfo) -> None:
     target : TargetInfo
         Usable cores.
     """
-    n, c, h, _, cb = state.stages[sid].iters
+    n, c, h, w, cb = state.stages[sid].iters
     fused = state.fuse(sid, [n, c, h])
     size = 1
     for d in state.stages[sid].op.output_shape(0):
@@ -354,6 +354,15 @@ def schedule_pad(state: State, sid: int, target: TargetInfo) -> None:
     block = cb.extent or 1
     if block > 1 and block & (block - 1) == 0:
         state.vectorize(sid, len(state.stages[sid].iters) - 1)
+        return
+    # a channel block that is not a vector (the 3 colour channels of a stem): each padded row
+    # is one run of w * block elements, vectorized as such (its interior as plain vectors);
+    # element by element, the padding of a 640x640 image took as long as the stem conv after it
+    lanes = target.lanes(state.stages[sid].op.output_dtype(0))
+    row = state.fuse(sid, [w, cb])
+    if (row.extent or 0) >= 4 * lanes:
+        _, inner = state.split(sid, row, [lanes])
+        state.vectorize(sid, inner)
 
 
 def schedule_epilogue_tile(state: State, out: int, tile: RegisterTile, work: int,

@@ -22,10 +22,10 @@ static void fused_conv2d_add_relu__par0(void* kiln_ctx, int64_t kiln_begin, int6
       if (((((n_o_fused_y_fused_x_o_fused % 2) * 8) + 7) < 14)) {
         *(kiln_f32x8u*)&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))] = KILN_SPLAT(kiln_f32x8, 0.0f);
       } else {
-        kiln_i32x8 v = (kiln_i32x8){0, 1, 2, 3, 4, 5, 6, 7};
-        kiln_i32x8 v1 = (kiln_i32x8)((kiln_u32x8)KILN_SPLAT(kiln_i32x8, ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + (kiln_u32x8)v);
-        kiln_i32x8 v2 = v1 < KILN_SPLAT(kiln_i32x8, 14);
-        kiln_mstore_f32x8(&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))], v2, KILN_SPLAT(kiln_f32x8, 0.0f));
+        kiln_i32x8 v1 = (kiln_i32x8){0, 1, 2, 3, 4, 5, 6, 7};
+        kiln_i32x8 v2 = (kiln_i32x8)((kiln_u32x8)KILN_SPLAT(kiln_i32x8, ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + (kiln_u32x8)v1);
+        kiln_i32x8 v3 = v2 < KILN_SPLAT(kiln_i32x8, 14);
+        kiln_mstore_f32x8(&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))], v3, KILN_SPLAT(kiln_f32x8, 0.0f));
       }
     }
     for (int32_t rc = 0; rc < 8; ++rc) {
@@ -34,23 +34,23 @@ static void fused_conv2d_add_relu__par0(void* kiln_ctx, int64_t kiln_begin, int6
           for (int32_t rx = 0; rx < 3; ++rx) {
             {  /* x_i: 8 lanes */
               if (((((n_o_fused_y_fused_x_o_fused % 2) * 8) + 7) < 14)) {
-                kiln_f32x8 v3 = *(const kiln_f32x8u*)&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))];
-                kiln_f32x8 v4 = *(const kiln_f32x8u*)&T_pad[(((((rc * 256) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 16)) + (ry * 16)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + rx)];
-                kiln_f32x8 v5 = v4 * KILN_SPLAT(kiln_f32x8, p1[(((((n_o_fused_y_fused_x_o_fused / 28) * 72) + (rc * 9)) + (ry * 3)) + rx)]);
-                kiln_f32x8 v6 = v3 + v5;
-                *(kiln_f32x8u*)&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))] = v6;
+                kiln_f32x8 v4 = *(const kiln_f32x8u*)&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))];
+                kiln_f32x8 v5 = *(const kiln_f32x8u*)&T_pad[(((((rc * 256) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 16)) + (ry * 16)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + rx)];
+                kiln_f32x8 v6 = v5 * KILN_SPLAT(kiln_f32x8, p1[(((((n_o_fused_y_fused_x_o_fused / 28) * 72) + (rc * 9)) + (ry * 3)) + rx)]);
+                kiln_f32x8 v7 = v4 + v6;
+                *(kiln_f32x8u*)&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))] = v7;
               } else {
-                kiln_i32x8 v7 = (kiln_i32x8){0, 1, 2, 3, 4, 5, 6, 7};
-                kiln_i32x8 v8 = (kiln_i32x8)((kiln_u32x8)KILN_SPLAT(kiln_i32x8, ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + (kiln_u32x8)v7);
-                kiln_i32x8 v9 = v8 < KILN_SPLAT(kiln_i32x8, 14);
+                kiln_i32x8 v8 = (kiln_i32x8){0, 1, 2, 3, 4, 5, 6, 7};
+                kiln_i32x8 v9 = (kiln_i32x8)((kiln_u32x8)KILN_SPLAT(kiln_i32x8, ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + (kiln_u32x8)v8);
+                kiln_i32x8 v10 = v9 < KILN_SPLAT(kiln_i32x8, 14);
                 int32_t any = 0;
-                for (int k = 0; k < 8; ++k) any |= (v9[k] != 0);
+                for (int k = 0; k < 8; ++k) any |= (v10[k] != 0);
                 if (any) {
-                  kiln_f32x8 v10 = kiln_mload_f32x8(&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))], v9);
-                  kiln_f32x8 v11 = kiln_mload_f32x8(&T_pad[(((((rc * 256) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 16)) + (ry * 16)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + rx)], v9);
-                  kiln_f32x8 v12 = v11 * KILN_SPLAT(kiln_f32x8, p1[(((((n_o_fused_y_fused_x_o_fused / 28) * 72) + (rc * 9)) + (ry * 3)) + rx)]);
-                  kiln_f32x8 v13 = v10 + v12;
-                  kiln_mstore_f32x8(&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))], v9, v13);
+                  kiln_f32x8 v11 = kiln_mload_f32x8(&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))], v10);
+                  kiln_f32x8 v12 = kiln_mload_f32x8(&T_pad[(((((rc * 256) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 16)) + (ry * 16)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8)) + rx)], v10);
+                  kiln_f32x8 v13 = v12 * KILN_SPLAT(kiln_f32x8, p1[(((((n_o_fused_y_fused_x_o_fused / 28) * 72) + (rc * 9)) + (ry * 3)) + rx)]);
+                  kiln_f32x8 v14 = v11 + v13;
+                  kiln_mstore_f32x8(&T_conv2d[((((n_o_fused_y_fused_x_o_fused / 28) * 196) + (((n_o_fused_y_fused_x_o_fused / 2) % 14) * 14)) + ((n_o_fused_y_fused_x_o_fused % 2) * 8))], v10, v14);
                 }
               }
             }
@@ -71,9 +71,14 @@ int32_t fused_conv2d_add_relu(void** args) {
     {
       float T_conv2d[3136] __attribute__((aligned(64)));  /* global buffer, 12544 bytes */
       for (int32_t n_c_fused_y_fused_x_o_fused = 0; n_c_fused_y_fused_x_o_fused < 256; ++n_c_fused_y_fused_x_o_fused) {
-        #pragma omp simd
-        for (int32_t x_i_1 = 0; x_i_1 < 8; ++x_i_1) {
-          T_pad[(((((n_c_fused_y_fused_x_o_fused / 32) * 256) + (((n_c_fused_y_fused_x_o_fused / 2) % 16) * 16)) + ((n_c_fused_y_fused_x_o_fused % 2) * 8)) + x_i_1)] = (((((((n_c_fused_y_fused_x_o_fused / 2) % 16) >= 1) && (((n_c_fused_y_fused_x_o_fused / 2) % 16) < 15)) && ((((n_c_fused_y_fused_x_o_fused % 2) * 8) + x_i_1) >= 1)) && ((((n_c_fused_y_fused_x_o_fused % 2) * 8) + x_i_1) < 15)) ? p0[((((((n_c_fused_y_fused_x_o_fused / 32) * 196) + (((n_c_fused_y_fused_x_o_fused / 2) % 16) * 14)) + ((n_c_fused_y_fused_x_o_fused % 2) * 8)) + x_i_1) - 15)] : 0.0f);
+        if ((((((n_c_fused_y_fused_x_o_fused / 2) % 16) >= 1) && (((n_c_fused_y_fused_x_o_fused / 2) % 16) < 15)) && (((n_c_fused_y_fused_x_o_fused % 2) * 8) >= 1)) && (((((n_c_fused_y_fused_x_o_fused / 2) % 16) >= 1) && (((n_c_fused_y_fused_x_o_fused / 2) % 16) < 15)) && ((((n_c_fused_y_fused_x_o_fused % 2) * 8) + 7) < 15))) {  /* x_i_1: 8 lanes where the condition holds on all */
+          kiln_f32x8 v = *(const kiln_f32x8u*)&p0[(((((n_c_fused_y_fused_x_o_fused / 32) * 196) + (((n_c_fused_y_fused_x_o_fused / 2) % 16) * 14)) + ((n_c_fused_y_fused_x_o_fused % 2) * 8)) - 15)];
+          *(kiln_f32x8u*)&T_pad[((((n_c_fused_y_fused_x_o_fused / 32) * 256) + (((n_c_fused_y_fused_x_o_fused / 2) % 16) * 16)) + ((n_c_fused_y_fused_x_o_fused % 2) * 8))] = v;
+        } else {
+          #pragma omp simd
+          for (int32_t x_i_1 = 0; x_i_1 < 8; ++x_i_1) {
+            T_pad[(((((n_c_fused_y_fused_x_o_fused / 32) * 256) + (((n_c_fused_y_fused_x_o_fused / 2) % 16) * 16)) + ((n_c_fused_y_fused_x_o_fused % 2) * 8)) + x_i_1)] = (((((((n_c_fused_y_fused_x_o_fused / 2) % 16) >= 1) && (((n_c_fused_y_fused_x_o_fused / 2) % 16) < 15)) && ((((n_c_fused_y_fused_x_o_fused % 2) * 8) + x_i_1) >= 1)) && ((((n_c_fused_y_fused_x_o_fused % 2) * 8) + x_i_1) < 15)) ? p0[((((((n_c_fused_y_fused_x_o_fused / 32) * 196) + (((n_c_fused_y_fused_x_o_fused / 2) % 16) * 14)) + ((n_c_fused_y_fused_x_o_fused % 2) * 8)) + x_i_1) - 15)] : 0.0f);
+          }
         }
       }
       {
@@ -83,23 +88,23 @@ int32_t fused_conv2d_add_relu(void** args) {
       for (int32_t n_o_fused_y_x_fused_o_fused = 0; n_o_fused_y_x_fused_o_fused < 400; ++n_o_fused_y_x_fused_o_fused) {
         {  /* y_x_fused_i: 8 lanes */
           if (((((n_o_fused_y_x_fused_o_fused % 25) * 8) + 7) < 196)) {
-            kiln_f32x8 v14 = *(const kiln_f32x8u*)&T_conv2d[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))];
-            kiln_f32x8 v15 = v14 + KILN_SPLAT(kiln_f32x8, p2[(n_o_fused_y_x_fused_o_fused / 25)]);
-            kiln_i32x8 v16 = (KILN_SPLAT(kiln_f32x8, 0.0f) > v15);
-            kiln_f32x8 v17 = KILN_SELECT(kiln_f32x8, kiln_i32x8, v16, KILN_SPLAT(kiln_f32x8, 0.0f), v15);
-            *(kiln_f32x8u*)&T_relu[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))] = v17;
+            kiln_f32x8 v15 = *(const kiln_f32x8u*)&T_conv2d[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))];
+            kiln_f32x8 v16 = v15 + KILN_SPLAT(kiln_f32x8, p2[(n_o_fused_y_x_fused_o_fused / 25)]);
+            kiln_i32x8 v17 = (KILN_SPLAT(kiln_f32x8, 0.0f) > v16);
+            kiln_f32x8 v18 = KILN_SELECT(kiln_f32x8, kiln_i32x8, v17, KILN_SPLAT(kiln_f32x8, 0.0f), v16);
+            *(kiln_f32x8u*)&T_relu[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))] = v18;
           } else {
-            kiln_i32x8 v18 = (kiln_i32x8){0, 1, 2, 3, 4, 5, 6, 7};
-            kiln_i32x8 v19 = (kiln_i32x8)((kiln_u32x8)KILN_SPLAT(kiln_i32x8, ((n_o_fused_y_x_fused_o_fused % 25) * 8)) + (kiln_u32x8)v18);
-            kiln_i32x8 v20 = v19 < KILN_SPLAT(kiln_i32x8, 196);
+            kiln_i32x8 v19 = (kiln_i32x8){0, 1, 2, 3, 4, 5, 6, 7};
+            kiln_i32x8 v20 = (kiln_i32x8)((kiln_u32x8)KILN_SPLAT(kiln_i32x8, ((n_o_fused_y_x_fused_o_fused % 25) * 8)) + (kiln_u32x8)v19);
+            kiln_i32x8 v21 = v20 < KILN_SPLAT(kiln_i32x8, 196);
             int32_t any1 = 0;
-            for (int k = 0; k < 8; ++k) any1 |= (v20[k] != 0);
+            for (int k = 0; k < 8; ++k) any1 |= (v21[k] != 0);
             if (any1) {
-              kiln_f32x8 v21 = kiln_mload_f32x8(&T_conv2d[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))], v20);
-              kiln_f32x8 v22 = v21 + KILN_SPLAT(kiln_f32x8, p2[(n_o_fused_y_x_fused_o_fused / 25)]);
-              kiln_i32x8 v23 = (KILN_SPLAT(kiln_f32x8, 0.0f) > v22);
-              kiln_f32x8 v24 = KILN_SELECT(kiln_f32x8, kiln_i32x8, v23, KILN_SPLAT(kiln_f32x8, 0.0f), v22);
-              kiln_mstore_f32x8(&T_relu[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))], v20, v24);
+              kiln_f32x8 v22 = kiln_mload_f32x8(&T_conv2d[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))], v21);
+              kiln_f32x8 v23 = v22 + KILN_SPLAT(kiln_f32x8, p2[(n_o_fused_y_x_fused_o_fused / 25)]);
+              kiln_i32x8 v24 = (KILN_SPLAT(kiln_f32x8, 0.0f) > v23);
+              kiln_f32x8 v25 = KILN_SELECT(kiln_f32x8, kiln_i32x8, v24, KILN_SPLAT(kiln_f32x8, 0.0f), v23);
+              kiln_mstore_f32x8(&T_relu[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))], v21, v25);
             }
           }
         }
