@@ -192,6 +192,9 @@ class FunctionState:
     in_parallel: bool = False
     loop_depth: int = 0
     var_names: dict[int, str] = field(default_factory=dict)
+    # the variables named so far, kept alive: var_names is keyed by id(), and a temporary Var
+    # (a reduction's fold) freed and another allocated at its address would inherit its name
+    named: list[Var] = field(default_factory=list)
     used_names: set[str] = field(default_factory=set)
     # id(buffer) -> (lanes, name prefix) of buffers held in vector variables
     registers: dict[int, tuple[int, str]] = field(default_factory=dict)
@@ -371,6 +374,7 @@ class CCodegen:
                 n += 1
             f.used_names.add(name)
             f.var_names[id(v)] = name
+            f.named.append(v)
         return name
 
     def temp_name(self, base: str) -> str:
