@@ -78,7 +78,7 @@ from kiln.te.loop_ir import (
     walk_stmts,
 )
 from kiln.te.simplify import Simplifier
-from kiln.te.visit import children, post_order, rebuild
+from kiln.te.visit import children, fold_up, post_order, rebuild
 
 __all__ = [
     "C_TYPES",
@@ -125,36 +125,24 @@ class ExprFacts:
     are kept alive with their facts, so their ids are not reused."""
 
     def __init__(self) -> None:
-        self._memo: dict[int, tuple[PrimExpr, frozenset[Var], frozenset[int]]] = {}
+        self._memo: dict[int, tuple[PrimExpr, tuple[frozenset[Var], frozenset[int]]]] = {}
 
-    def _facts(self, e: PrimExpr) -> tuple[PrimExpr, frozenset[Var], frozenset[int]]:
-        memo = self._memo
-        hit = memo.get(id(e))
-        if hit is not None and hit[0] is e:
-            return hit
-        stack: list[tuple[PrimExpr, bool]] = [(e, False)]
-        while stack:
-            node, expanded = stack.pop()
-            hit = memo.get(id(node))
-            if hit is not None and hit[0] is node:
-                continue
-            kids = children(node)
-            if kids and not expanded:
-                stack.append((node, True))
-                stack.extend((k, False) for k in kids)
-                continue
-            below = [memo[id(k)] for k in kids]
-            names = frozenset({node}) if isinstance(node, Var) else (
-                below[0][1] if len(below) == 1 else _NO_VARS.union(*(f[1] for f in below)))
-            buffers = _NO_BUFFERS.union(*(f[2] for f in below))
-            if isinstance(node, BufferLoad):
-                buffers = buffers | {id(node.buffer)}
-            memo[id(node)] = (node, names, buffers)
-        return memo[id(e)]
+    @staticmethod
+    def _combine(node: PrimExpr, below: list[tuple[frozenset[Var], frozenset[int]]]
+                 ) -> tuple[frozenset[Var], frozenset[int]]:
+        names = frozenset({node}) if isinstance(node, Var) else (
+            below[0][0] if len(below) == 1 else _NO_VARS.union(*(f[0] for f in below)))
+        buffers = _NO_BUFFERS.union(*(f[1] for f in below))
+        if isinstance(node, BufferLoad):
+            buffers = buffers | {id(node.buffer)}
+        return names, buffers
+
+    def _facts(self, e: PrimExpr) -> tuple[frozenset[Var], frozenset[int]]:
+        return fold_up(e, self._memo, self._combine)
 
     def vars(self, e: PrimExpr) -> frozenset[Var]:
         """The variables occurring in ``e``."""
-        return self._facts(e)[1]
+        return self._facts(e)[0]
 
     def substitute(self, e: PrimExpr, var: Var, value: PrimExpr) -> PrimExpr:
         """``e`` with ``var`` replaced by ``value``, rebuilding only the nodes above an
@@ -178,7 +166,7 @@ class ExprFacts:
 
     def buffers(self, e: PrimExpr) -> frozenset[int]:
         """The ids of the buffers ``e`` loads from (its :class:`BufferLoad` nodes')."""
-        return self._facts(e)[2]
+        return self._facts(e)[1]
 
 
 @dataclass

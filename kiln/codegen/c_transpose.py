@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kiln.codegen.c_types import c_literal, vector_type_name
+from kiln.codegen.c_vector import linear_coef
 from kiln.te import expr as E
 from kiln.te.expr import PrimExpr, const
 from kiln.te.loop_ir import BufferLoad, For, Store
@@ -38,17 +39,6 @@ if TYPE_CHECKING:
 __all__ = ["emit_register_transpose", "transpose_helper"]
 
 _DTYPES = {"float32": "int32", "int32": "int32"}  # element dtype -> its shuffle index dtype
-
-
-def _linear_coef(cg: CCodegen, index: PrimExpr, v: E.Var) -> int | None:
-    lin = cg.simp.linear(cg.simp.simplify(index))
-    coef = 0
-    for c, atom in lin.terms.values():
-        if atom is v:
-            coef = c
-        elif v in cg.facts.vars(atom):
-            return None
-    return coef
 
 
 def _choice(e: PrimExpr) -> tuple[PrimExpr, PrimExpr, PrimExpr] | None:
@@ -76,7 +66,7 @@ def _row_leaves(cg: CCodegen, value: PrimExpr, st: Store, u: E.Var, v: E.Var
         return []
     if not isinstance(value, BufferLoad) or value.dtype != st.buffer.dtype \
             or id(value.buffer) in cg.state.registers or value.buffer is st.buffer \
-            or _linear_coef(cg, value.index, u) != 1:
+            or linear_coef(cg, value.index, u) != 1:
         return None
     return [value]
 
@@ -93,10 +83,10 @@ def _tile(cg: CCodegen, outer: For) -> tuple[For, Store] | None:
             or id(st.buffer) in cg.state.registers:
         return None
     u, v = outer.var, inner.var
-    if _linear_coef(cg, st.index, v) != 1:
+    if linear_coef(cg, st.index, v) != 1:
         return None
     loads = _row_leaves(cg, st.value, st, u, v)
-    if not loads or all(_linear_coef(cg, ld.index, v) == 1 for ld in loads):
+    if not loads or all(linear_coef(cg, ld.index, v) == 1 for ld in loads):
         return None  # nothing read across the rows: the vector loop copies it as it is
     return inner, st
 

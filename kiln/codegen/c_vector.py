@@ -48,7 +48,7 @@ from kiln.te.visit import children, post_order, rebuild, substitute, vars_in
 if TYPE_CHECKING:
     from kiln.codegen.c_codegen import CCodegen
 
-__all__ = ["VectorBody", "emit_vector_loop", "vector_supported"]
+__all__ = ["VectorBody", "emit_vector_loop", "linear_coef", "vector_supported"]
 
 _VECTOR_MATH = ("exp", "tanh", "sigmoid", "erf")
 
@@ -189,7 +189,7 @@ def _number(e: PrimExpr) -> bool:
     return isinstance(e, E.IntImm) or (isinstance(e, E.FloatImm) and e.value == e.value)
 
 
-def _coef(cg: CCodegen, index: PrimExpr, v: Var) -> int | None:
+def linear_coef(cg: CCodegen, index: PrimExpr, v: Var) -> int | None:
     """The coefficient of ``v`` in a linear index (None when ``v`` appears non-linearly)."""
     lin = cg.simp.linear(cg.simp.simplify(index))
     coef = 0
@@ -247,7 +247,7 @@ def vector_supported(cg: CCodegen, loop: For, body: Stmt, lanes: int) -> bool:
         if isinstance(s, (For, Evaluate, Allocate)):
             return False
         if isinstance(s, Store):
-            if s.buffer.dtype == "float16" or _coef(cg, s.index, v) != 1:
+            if s.buffer.dtype == "float16" or linear_coef(cg, s.index, v) != 1:
                 return False
             stores.setdefault(id(s.buffer), []).append(s.index)
             exprs += [s.index, s.value]
@@ -476,7 +476,7 @@ class VectorBody:
 
     def _load(self, e: BufferLoad) -> _VVal:
         cg = self.cg
-        coef = _coef(cg, e.index, self.v)
+        coef = linear_coef(cg, e.index, self.v)
         vt = self.vtype(e.dtype)
         if coef == 1 and id(e.buffer) in cg.registers:
             base = substitute(e.index, {self.v: const(0)})

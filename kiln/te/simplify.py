@@ -26,7 +26,7 @@ from typing import Any
 
 from kiln.te import expr as E
 from kiln.te.expr import PrimExpr, Var, const
-from kiln.te.visit import children, rebuild
+from kiln.te.visit import children, fold_up, rebuild
 
 __all__ = ["Simplifier", "can_prove", "expr_equal", "int_bound", "simplify", "struct_key"]
 
@@ -140,21 +140,11 @@ class Simplifier:
         by bounds); arithmetic on tensor data wraps around at its width, so it is only folded.
         Memoised per node: simplification asks it at every level of an expression.
         """
-        memo = self._index_memo
-        stack: list[tuple[PrimExpr, bool]] = [(e, False)]
-        while stack:
-            node, expanded = stack.pop()
-            hit = memo.get(id(node))
-            if hit is not None and hit[0] is node:
-                continue
-            if not (node.dtype in ("int32", "int64", "bool") and isinstance(node, _INDEX_NODES)):
-                memo[id(node)] = (node, False)
-            elif expanded:
-                memo[id(node)] = (node, all(memo[id(c)][1] for c in children(node)))
-            else:
-                stack.append((node, True))
-                stack.extend((c, False) for c in children(node))
-        return memo[id(e)][1]
+        def not_index(n: PrimExpr) -> bool | None:
+            ok = n.dtype in ("int32", "int64", "bool") and isinstance(n, _INDEX_NODES)
+            return None if ok else False
+
+        return fold_up(e, self._index_memo, lambda _, kids: all(kids), not_index)
 
     # --- bounds --------------------------------------------------------------------------------
     def bound(self, e: PrimExpr) -> Bound:

@@ -7,7 +7,7 @@ expression trees) and memoised by node identity, so shared sub-expressions are v
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from kiln.te.expr import (
     And,
@@ -26,7 +26,10 @@ from kiln.te.expr import (
     Var,
 )
 
-__all__ = ["children", "post_order", "rebuild", "substitute", "transform", "vars_in"]
+__all__ = ["children", "fold_up", "post_order", "rebuild", "substitute", "transform", "vars_in"]
+
+
+_V = TypeVar("_V")
 
 
 def children(e: PrimExpr) -> tuple[PrimExpr, ...]:
@@ -119,6 +122,33 @@ def post_order(root: PrimExpr) -> Iterator[PrimExpr]:
         for kid in reversed(children(node)):
             if id(kid) not in seen:
                 stack.append((kid, False))
+
+
+def fold_up(root: PrimExpr, memo: dict[int, tuple[PrimExpr, _V]],
+            combine: Callable[[PrimExpr, list[_V]], _V],
+            leaf: Callable[[PrimExpr], _V | None] | None = None) -> _V:
+    """A value of every node under ``root``, children first, memoised in ``memo``
+    (``id(node) -> (node, value)``; keeping the node keeps its id from being reused): a
+    subtree judged by an earlier call is not walked again. ``combine(node, child values)``
+    gives a node's value; ``leaf(node)``, when given and not None, gives it without visiting
+    the children."""
+    stack: list[tuple[PrimExpr, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        hit = memo.get(id(node))
+        if hit is not None and hit[0] is node:
+            continue
+        early = leaf(node) if leaf is not None and not expanded else None
+        if early is not None:
+            memo[id(node)] = (node, early)
+            continue
+        kids = children(node)
+        if kids and not expanded:
+            stack.append((node, True))
+            stack.extend((k, False) for k in kids)
+        else:
+            memo[id(node)] = (node, combine(node, [memo[id(k)][1] for k in kids]))
+    return memo[id(root)][1]
 
 
 def transform(root: PrimExpr, fn: Callable[[PrimExpr], PrimExpr | None]) -> PrimExpr:
