@@ -166,7 +166,7 @@ class _Legalizer:
         elif isinstance(e, E.Select):
             return E.Select(kids[0], kids[1], kids[2], wide)
         elif isinstance(e, E.Call):
-            out = E.Call(e.name, kids, wide)
+            out = E.Call(e.name, kids, wide, e.arg_max)
         else:
             raise CompileError(f"cannot generate C for {type(e).__name__} of dtype {dt}")
         return out if dt in NARROW_FLOATS else _round_to(out, dt)

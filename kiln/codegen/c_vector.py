@@ -584,7 +584,9 @@ class VectorBody:
         if dt == "float32" and e.name in _VECTOR_MATH:
             a = self.as_vec(self.expr(e.args[0]), dt)
             self.cg.vector_math.add(self.lanes)
-            fn = f"kiln_v{e.name}_f32x{self.lanes}"
+            name = "expneg" if e.name == "exp" and e.arg_max is not None and e.arg_max <= 0 \
+                else e.name  # no overflow to handle
+            fn = f"kiln_v{name}_f32x{self.lanes}"
             return _VVal(self.temp(self.vtype(dt), f"{fn}({a})"), "v", dt)
         if e.name == "fabs" and dt in ("float32", "float64"):
             a = self.as_vec(self.expr(e.args[0]), dt)

@@ -187,8 +187,8 @@ def _softmax(log: bool, prefix: str) -> ComputeFn:
         def shifted(i: Index) -> PrimExpr:
             return xc(i) - maxelem[_drop(i, axis)]
 
-        exp = te.compute(x.shape, lambda *i: te.exp(shifted(i)), name=f"T_{prefix}_exp",
-                         tag="elemwise")
+        exp = te.compute(x.shape, lambda *i: te.exp(shifted(i), upper=0.0),
+                         name=f"T_{prefix}_exp", tag="elemwise")
         k2 = te.reduce_axis((0, n), name="k")
         expsum = te.compute(outer, lambda *i: te.sum(exp[_insert(i, axis, k2.var)], axis=k2),
                             name=f"T_{prefix}_expsum")

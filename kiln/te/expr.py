@@ -324,11 +324,17 @@ class Cast(PrimExpr):
 
 @dataclass(frozen=True, eq=False, repr=False, slots=True)
 class Call(PrimExpr):
-    """An intrinsic call such as ``exp`` or ``bitwise_and``; printed as ``tir.<name>(...)``."""
+    """An intrinsic call such as ``exp`` or ``bitwise_and``; printed as ``tir.<name>(...)``.
+
+    ``arg_max``, when set, is an upper bound on the first argument that the op computing it
+    guarantees (softmax's ``exp(x - max(x))`` has 0): code generators may pick a cheaper form
+    for that domain. It is a fact about the values, not part of the computation, so it is not
+    printed and a DAG's workload key does not see it."""
 
     name: str
     args: tuple[PrimExpr, ...]
     dtype: str
+    arg_max: float | None = None
 
 
 @dataclass(frozen=True, eq=False, repr=False, slots=True)

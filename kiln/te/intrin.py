@@ -100,7 +100,19 @@ def _make_float_unary(name: str) -> Callable[[Any], PrimExpr]:
     return intrinsic
 
 
-exp = _make_float_unary("exp")
+def exp(x: Any, upper: float | None = None) -> PrimExpr:
+    """Elementwise ``exp`` of a float expression.
+
+    ``upper``: a bound the caller guarantees ``x`` never exceeds (NaN aside), such as 0 for
+    softmax's ``x - max(x)``. Code generators may use it (the C vector code then needs no
+    overflow handling); it is not printed and does not change the DAG's workload key."""
+    e = _float_call("exp", x)
+    if upper is None:
+        return e
+    assert isinstance(e, E.Call)
+    return E.Call(e.name, e.args, e.dtype, float(upper))
+
+
 exp2 = _make_float_unary("exp2")
 exp10 = _make_float_unary("exp10")
 expm1 = _make_float_unary("expm1")

@@ -92,7 +92,7 @@ def rebuild(e: PrimExpr, kids: tuple[PrimExpr, ...]) -> PrimExpr:
     if isinstance(e, Cast):
         return Cast(e.dtype, kids[0])
     if isinstance(e, Call):
-        return Call(e.name, tuple(kids), e.dtype)
+        return Call(e.name, tuple(kids), e.dtype, e.arg_max)
     if isinstance(e, TensorLoad):
         return TensorLoad(e.tensor, tuple(kids), e.dtype)
     if isinstance(e, Reduce):

@@ -279,6 +279,10 @@ def math_lib(request: pytest.FixtureRequest):
         y = te.compute((n,), lambda i: fn(x[i]), name="y")  # noqa: B023 - used at once
         dag = te.ComputeDAG([x, y])
         funcs.append(lower(dag, default_schedule(dag, vector_bytes, 1), name=f"vmath_{name}"))
+    x = te.placeholder((n,), "float32", "x")
+    y = te.compute((n,), lambda i: te.exp(x[i], upper=0.0), name="y")
+    dag = te.ComputeDAG([x, y])
+    funcs.append(lower(dag, default_schedule(dag, vector_bytes, 1), name="vmath_expneg"))
     text = CCodegen(vector_bytes).module(funcs)
     lib = NativeLibrary(compile_module(text, "vmath_test", flags=(*COMPILE_FLAGS, *flags)))
     return n, lib, text, vector_bytes // 4
@@ -305,6 +309,35 @@ def test_vector_math_error_bound(math_lib, name: str) -> None:
         ok = ~np.isnan(ref)
         worst = max(worst, float(_ulp_error(got[ok], ref[ok]).max()))
     assert worst <= bound, f"{name}: max error {worst:.3f} ulp"
+
+
+@needs_cc
+def test_exp_of_a_non_positive_argument_is_the_same_exp(math_lib) -> None:
+    """``te.exp(x, upper=0)`` (softmax's exp) takes the vector code without overflow handling,
+    and it returns exactly what the general exp does on its domain (NaN included)."""
+    n, lib, text, lanes = math_lib
+    assert f"kiln_vexpneg_f32x{lanes}(" in text
+    xs = _samples()
+    xs = xs[~(xs > 0)]
+    for start in range(0, xs.size, n):
+        buf = np.zeros(n, np.float32)
+        buf[:min(n, xs.size - start)] = xs[start:start + n]
+        general, nonpositive = np.empty(n, np.float32), np.empty(n, np.float32)
+        lib.kernel("vmath_exp")(buf, general)
+        lib.kernel("vmath_expneg")(buf, nonpositive)
+        np.testing.assert_array_equal(nonpositive.view(np.uint32), general.view(np.uint32))
+
+
+def test_exp_upper_bound_is_not_part_of_the_dag() -> None:
+    x = te.placeholder((4, 8), "float32", "x")
+
+    def dag(upper: float | None) -> te.ComputeDAG:
+        return te.ComputeDAG([x, te.compute((4, 8), lambda i, j: te.exp(x[i, j], upper=upper),
+                                            name="y")])
+
+    dags = [dag(None), dag(0.0)]
+    assert dags[0].workload_key() == dags[1].workload_key()
+    assert str(dags[0]) == str(dags[1])
 
 
 def test_prelude_documents_the_measured_bounds() -> None:

@@ -327,3 +327,34 @@ def test_stem_padding_copies_row_interiors_as_vectors(target: str) -> None:
     windows = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))[:, :, ::2, ::2]
     want = np.einsum("nchwij,ocij->nohw", windows, wn)
     np.testing.assert_allclose(m.get_output(0).numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.requires_cc
+@pytest.mark.parametrize("target", ["c", "llvm -mcpu=znver3"])
+def test_softmax_exp_takes_the_non_positive_exp(target: str) -> None:
+    """Softmax's ``exp(x - max)`` carries its bound through fusion and lowering to the vector
+    code, which then skips the overflow handling; large, tiny and infinite inputs stay exact."""
+    import scipy.special
+
+    import kiln
+    from kiln import relay
+    from kiln.contrib import graph_executor
+    from kiln.ir.module import IRModule
+    from kiln.transform import PassContext
+
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal((6, 203)) * 40).astype("float32")
+    a[0, 5], a[1, :] = -np.inf, 80.0
+    x = relay.var("x", shape=a.shape, dtype="float32")
+    mod = IRModule.from_expr(relay.Function([x], relay.nn.softmax(relay.multiply(
+        x, relay.const(np.float32(1.5))), axis=-1)))
+    with PassContext(opt_level=3):
+        factory = relay.build(mod, target=target)
+    kernels = [Path(s).read_text().partition("int32_t tvmgen_default_fused")[2]
+               for s in factory.get_lib().sources]
+    assert any("kiln_vexpneg_f32x" in k for k in kernels)
+    m = graph_executor.GraphModule(factory["default"](kiln.cpu()))
+    m.set_input(0, a)
+    m.run()
+    want = scipy.special.softmax(a.astype(np.float64) * 1.5, axis=-1)
+    np.testing.assert_allclose(m.get_output(0).numpy(), want, rtol=2e-6, atol=1e-30)
