@@ -88,6 +88,7 @@ def compile_cached(
     name_hint: str = "kernels",
     flags: Sequence[str] = (),
     objects: Sequence[Path] = (),
+    link: bool = True,
 ) -> Path:
     """A shared library built from ``source_text``, from the cache when it was built before.
 
@@ -102,11 +103,15 @@ def compile_cached(
     objects : sequence of Path
         Object files linked into the library besides ``source_text``'s (their paths are part of
         the key: name them after their contents, as this cache does).
+    link : bool
+        False: only compile, and return the ``.o`` (a part of a library linked later: linking
+        a library of each part would cost a linker run that nothing uses).
 
     Returns
     -------
     Path
-        The ``.so``; the ``.c`` and ``.o`` it was built from lie beside it (same stem).
+        The ``.so`` (the ``.o`` when not linking); the ``.c`` and ``.o`` it was built from lie
+        beside it (same stem).
 
     Examples
     --------
@@ -119,23 +124,26 @@ def compile_cached(
     stem = re.sub(r"[^A-Za-z0-9_]", "_", name_hint)[:48] or "kernels"
     base = _cache_dir() / f"{stem}-{key}"
     so, obj, src = (base.with_suffix(s) for s in _SUFFIXES)
-    if so.is_file() and obj.is_file():
+    result = so if link else obj
+    if result.is_file() and obj.is_file():
         _hits[0] += 1
         now = time.time()
         for p in (so, obj, src):
             with contextlib.suppress(OSError):  # record the last use, for pruning
                 os.utime(p, (now, now))
-        return so
+        return result
     atomic_write(src, source_text.encode())
     with tempfile.TemporaryDirectory(prefix="kiln-cc-", dir=so.parent) as tmp_dir:
         tmp = Path(tmp_dir)
         tmp_obj, tmp_so = tmp / obj.name, tmp / so.name
         compile_object(src, tmp_obj, all_flags)
-        run_compiler([*cc_command(), *link_flags(), str(tmp_obj), *map(str, objects), "-o",
-                      str(tmp_so), *LINK_LIBS], f"linking {so.name}")
+        if link:
+            run_compiler([*cc_command(), *link_flags(), str(tmp_obj), *map(str, objects), "-o",
+                          str(tmp_so), *LINK_LIBS], f"linking {so.name}")
         os.replace(tmp_obj, obj)
-        os.replace(tmp_so, so)
-    return so
+        if link:
+            os.replace(tmp_so, so)
+    return result
 
 
 # --- cache maintenance ------------------------------------------------------------------------

@@ -389,9 +389,9 @@ def build_native(functions: Mapping[str, Function], target: Any = None, *,
     with progress.stage("compiling C", total=len(prims), unit="distinct kernels") as st, \
             ThreadPoolExecutor(max_workers=usable_cpus()) as pool:
         def compile_unit(source: str, kernels: int) -> Path:
-            so = compile_cached(source, f"{hint}_part", flags=flags)
+            obj = compile_cached(source, f"{hint}_part", flags=flags, link=False)
             st.advance(kernels)
-            return so
+            return obj
 
         units = iter_module_sources(prims, vector_bytes)
         first = next(units)
@@ -407,7 +407,7 @@ def build_native(functions: Mapping[str, Function], target: Any = None, *,
     if second is None:
         objects = [out, runtime]
     else:
-        objects = [*(p.with_suffix(".o") for p in parts), runtime]
+        objects = [*parts, runtime]
         key = hashlib.sha256("\0".join(map(str, objects)).encode()).hexdigest()[:24]
         out = Path(settings.cache_dir) / "compile" / f"{hint}-{key}.so"
         if not out.is_file():

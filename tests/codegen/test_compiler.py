@@ -83,6 +83,29 @@ def test_second_call_is_a_cache_hit_without_compiler_runs(monkeypatch: pytest.Mo
     assert flagged != first and calls  # flags are part of the key
 
 
+def test_unlinked_part_is_one_compiler_run_and_links_later(monkeypatch: pytest.MonkeyPatch,
+                                                          tmp_path: Path) -> None:
+    """``link=False`` (a library's part): the object only, one compiler run and no linker run;
+    a second call is a hit; the object links into a working library afterwards."""
+    calls: list[list[str]] = []
+    real_run = subprocess.run
+
+    def counting_run(cmd: list[str], *args: object, **kwargs: object) -> object:
+        calls.append(cmd)
+        return real_run(cmd, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(toolchain.subprocess, "run", counting_run)
+    source = SCALE + "\n/* unlinked part */\n"
+    obj = compile_cached(source, "part", link=False)
+    assert obj.suffix == ".o" and obj.is_file() and not obj.with_suffix(".so").exists()
+    assert len(calls) == 1 and "-c" in calls[0]
+    calls.clear()
+    assert compile_cached(source, "part", link=False) == obj and calls == []
+    so = tmp_path / "linked.so"
+    compile_shared([obj], so)
+    np.testing.assert_array_equal(_call_scale(so), 3 * np.arange(6, dtype=np.float32) + 1)
+
+
 def test_concurrent_builds_from_two_processes(cache_dir: Path) -> None:
     root = Path(kiln.__file__).resolve().parents[1]
     env = {**os.environ, "KILN_CACHE_DIR": str(cache_dir), "PYTHONPATH": str(root)}
