@@ -323,6 +323,26 @@ def test_templates_for_16_vector_registers() -> None:
                                    err_msg=key)
 
 
+@pytest.mark.parametrize("k, width, vector_bytes, accumulators", [
+    (3, 112, 64, 14),  # 32 registers: 14 accumulators + 16 inputs + a weight, not 28
+    (5, 56, 64, 8),    # (32 - 5) // 2 = 13 allowed; 8 divides the row
+    (3, 12, 32, 12),   # 16 registers: inputs are memory operands, every accumulator is used
+])
+def test_window_tile_leaves_room_for_its_inputs(k: int, width: int, vector_bytes: int,
+                                                accumulators: int) -> None:
+    """With 32 vector registers the depthwise tile is sized so that the C compiler can keep
+    the tile row's input vectors for every tap without spilling them."""
+    from kiln.codegen.c_codegen import CCodegen
+
+    block = vector_bytes // 4
+    case = WindowCase("depthwise", 1, block, width, width, k, 1, k // 2, 1, block, "bias_relu")
+    fdag = function_to_dag(case.function(), "dw")
+    state = apply_template(fdag.dag, TargetInfo(vector_bytes, 2))
+    assert state is not None
+    source = CCodegen(vector_bytes).function(lower(fdag.dag, state, args=fdag.args, name="dw"))
+    assert f"depthwise_conv2d_NCHWc_local in {accumulators} vector variables" in source
+
+
 def test_conv_template_shape() -> None:
     """The conv schedule: cache_write accumulator at the output's column tile, padding kept as
     its own parallel stage, the tile loops unrolled and the channel block vectorized."""
