@@ -68,6 +68,7 @@ class Row:
     ratio: float = float("nan")
     ratio_low: float = float("nan")
     ratio_high: float = float("nan")
+    ratio_best: float = float("nan")
     ort_gflops: float = float("nan")
     kiln_gflops: float = float("nan")
     ort_pct_peak: float = float("nan")
@@ -96,7 +97,8 @@ class Row:
         flag = "  <<< " + "; ".join(self.problems) if self.problems else ""
         return (f"{head} | kiln {self.kiln_ms:8.2f} ms {self.kiln_gflops:6.1f} GFLOP/s "
                 f"({self.kiln_pct_peak:4.1f}% peak) | kiln/ort {self.ratio:6.2f}x "
-                f"[{self.ratio_low:.2f}-{self.ratio_high:.2f}] | compile cold {self.compile_cold_s:.2f} s "
+                f"[{self.ratio_low:.2f}-{self.ratio_high:.2f}] best blocks {self.ratio_best:.2f}x "
+                f"| compile cold {self.compile_cold_s:.2f} s "
                 f"({self.cc_runs[0]} cc) warm {self.compile_warm_s:.2f} s ({self.cc_runs[1]} cc), "
                 f"import {self.import_s:.2f} s, {self.kernels} kernels "
                 f"| max|diff| {self.max_abs_diff:.2e} (rel {self.rel_diff:.1e}) | {self.blocks} blocks x "
@@ -169,6 +171,7 @@ def _measure(row: Row, build: KilnBuild | None, feeds: dict[str, np.ndarray],
         row.ort_ms, row.kiln_ms = result.b.median_ms, result.a.median_ms
         row.ratio = result.ratio
         row.ratio_low, row.ratio_high = result.ratio_spread
+        row.ratio_best = result.best_ratio
         row.blocks = result.blocks
         row.runs_per_block = (len(result.a.blocks[0]), len(result.b.blocks[0]))
         row.kiln_gflops = row.gflop / row.kiln_ms * 1e3

@@ -17,7 +17,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from bench._engines import KilnRunner, build_kiln, check_outputs
-from bench._timing import compare, runs_per_block, time_alone
+from bench._timing import Comparison, EngineTimes, compare, runs_per_block, time_alone
 from bench.bench_kernels import Conv, Gemm
 from bench.models import MODELS, make_feeds
 from bench.onnx_graph import count_gflop, count_macs, param_name
@@ -213,6 +213,14 @@ def test_compare_alternates_blocks() -> None:
     assert result.blocks == 4 and len(result.ratios) == 4
     assert all(len(block) == 1 for block in result.a.blocks + result.b.blocks)
     assert math.isfinite(result.ratio)
+
+
+def test_best_ratio_compares_each_engines_fastest_block() -> None:
+    a = EngineTimes(((0.030, 0.032), (0.020, 0.022), (0.031,)))
+    b = EngineTimes(((0.010,), (0.011, 0.013), (0.012,)))
+    result = Comparison(a, b)
+    assert result.best_ratio == pytest.approx(0.021 / 0.010)
+    assert result.ratio == pytest.approx(0.031 / 0.012)  # the median pair: not the same
 
 
 def test_time_alone_counts_blocks() -> None:
