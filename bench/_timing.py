@@ -108,7 +108,8 @@ class Comparison:
     def best_ratio(self) -> float:
         """A's fastest block median / B's fastest: robust to slowdowns that come and go and need
         not hit both engines alike (on a shared VM, 8-lane AVX2 code was seen running ~30%
-        slower for seconds at a time while AVX-512 code barely slowed)."""
+        slower for seconds at a time while AVX-512 code barely slowed), as long as some block
+        of each engine ran outside them."""
         return min(self.a.block_medians) / min(self.b.block_medians)
 
     @property
