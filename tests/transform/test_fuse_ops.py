@@ -237,6 +237,24 @@ def test_depth_cap_holds_for_any_cap(depth):
     assert max(len(g) for g in groups(after)) <= depth
 
 
+def test_fused_size_count_stops_past_the_cap():
+    """The count of a group-to-be stops once it passes the cap: the walk from a node to a far
+    post-dominator would otherwise cross the rest of the graph for every node."""
+    from kiln.transform.graph_partitioner import GraphPartitioner, build_forward_graph
+
+    x = relay.var("x", shape=(3,))
+    body = x
+    for i in range(40):
+        body = relay.add(relay.exp(body), relay.const(float(i)))
+    graph = build_forward_graph(module(body, [x])["main"])
+    part = GraphPartitioner(opt_level=0, max_fuse_depth=256)
+    part.partition(graph)
+    order = graph.post_dfs_order
+    first, last = order[1], order[-1]
+    assert part.count_fused_nodes(first, last, limit=10**6) == 80  # 40 exp + 40 add
+    assert 5 < part.count_fused_nodes(first, last, limit=5) <= 6
+
+
 # --- cases from TVM's own FuseOps tests (tests/python/relay/test_pass_fuse_ops.py) -------------
 # The expected structures below are TVM's expected results for the same inputs.
 
