@@ -25,8 +25,8 @@ tanh        odd polynomial below 0.55, else              1.4 ulp
             1 - 2 / (exp(2|x|) + 1)
 sigmoid     e = exp(-|x|), then 1 / (1 + e) or           2.04 ulp
             e / (1 + e): a reciprocal estimate and a
-            residual correction (AVX, AVX-512), else
-            one division
+            residual correction (AVX-512), else one
+            division
 erf         8 intervals of |x| (width 0.5, table         1.02 ulp
             lookups), degree-7 polynomial in |x| minus
             the centre, x + x * s(x) on [0, 0.5); no
@@ -34,7 +34,9 @@ erf         8 intervals of |x| (width 0.5, table         1.02 ulp
 ==========  ===========================================  =========
 
 All return NaN for NaN and the correctly rounded limits for infinities; exp overflows to
-infinity above 88.72283 and underflows to 0 below -103.97208.
+infinity above 88.72283 and underflows to 0 below -103.97208. The exp of an argument known to be
+at most 0 (``te.exp(x, upper=0)``: softmax's, and sigmoid's ``exp(-|x|)``) skips the overflow
+handling and returns the same bits.
 """
 
 from __future__ import annotations
