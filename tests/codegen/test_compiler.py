@@ -62,8 +62,9 @@ def test_compiles_a_kernel_and_keeps_the_source(cache_dir: Path) -> None:
     np.testing.assert_array_equal(_call_scale(so), 3 * np.arange(6, dtype=np.float32) + 1)
 
 
-def test_second_call_is_a_cache_hit_without_compiler_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    first = compile_cached(SCALE, "scale")
+@pytest.fixture
+def compiler_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The commands the toolchain runs from now on (they still run)."""
     calls: list[list[str]] = []
     real_run = subprocess.run
 
@@ -72,6 +73,13 @@ def test_second_call_is_a_cache_hit_without_compiler_runs(monkeypatch: pytest.Mo
         return real_run(cmd, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(toolchain.subprocess, "run", counting_run)
+    return calls
+
+
+def test_second_call_is_a_cache_hit_without_compiler_runs(compiler_calls: list[list[str]]) -> None:
+    first = compile_cached(SCALE, "scale")
+    calls = compiler_calls
+    calls.clear()  # the first build's runs
     hits = cache_info().hits
     assert compile_cached(SCALE, "scale") == first
     assert calls == []
@@ -83,18 +91,11 @@ def test_second_call_is_a_cache_hit_without_compiler_runs(monkeypatch: pytest.Mo
     assert flagged != first and calls  # flags are part of the key
 
 
-def test_unlinked_part_is_one_compiler_run_and_links_later(monkeypatch: pytest.MonkeyPatch,
+def test_unlinked_part_is_one_compiler_run_and_links_later(compiler_calls: list[list[str]],
                                                           tmp_path: Path) -> None:
     """``link=False`` (a library's part): the object only, one compiler run and no linker run;
     a second call is a hit; the object links into a working library afterwards."""
-    calls: list[list[str]] = []
-    real_run = subprocess.run
-
-    def counting_run(cmd: list[str], *args: object, **kwargs: object) -> object:
-        calls.append(cmd)
-        return real_run(cmd, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(toolchain.subprocess, "run", counting_run)
+    calls = compiler_calls
     source = SCALE + "\n/* unlinked part */\n"
     obj = compile_cached(source, "part", link=False)
     assert obj.suffix == ".o" and obj.is_file() and not obj.with_suffix(".so").exists()
