@@ -41,21 +41,12 @@ __all__ = ["emit_register_transpose", "transpose_helper"]
 _DTYPES = {"float32": "int32", "int32": "int32"}  # element dtype -> its shuffle index dtype
 
 
-def _choice(e: PrimExpr) -> tuple[PrimExpr, PrimExpr, PrimExpr] | None:
-    """(condition, then, else) of a select or ``if_then_else``."""
-    if isinstance(e, E.Call) and e.name == "if_then_else":
-        return e.args[0], e.args[1], e.args[2]
-    if isinstance(e, E.Select):
-        return e.condition, e.true_value, e.false_value
-    return None
-
-
 def _row_leaves(cg: CCodegen, value: PrimExpr, st: Store, u: E.Var, v: E.Var
                 ) -> list[BufferLoad] | None:
     """The loads of a tile's value: a load contiguous along ``u``, a constant, or a choice
     between such values by a condition that does not depend on ``u`` (a padded or
     concatenated tile); None when the value is anything else."""
-    choice = _choice(value)
+    choice = E.choice_parts(value)
     if choice is not None:
         cond, a, b = choice
         if u in cg.facts.vars(cond):
@@ -93,7 +84,7 @@ def _tile(cg: CCodegen, outer: For) -> tuple[For, Store] | None:
 
 def _emit_row(cg: CCodegen, value: PrimExpr, row: str, u: E.Var, vt: str) -> None:
     """``row = value`` for one ``v``, its loads as vectors along ``u``."""
-    choice = _choice(value)
+    choice = E.choice_parts(value)
     if choice is not None:
         cond, a, b = choice
         with cg.block(f"if ({cg.cond(cond)}) {{", closing=None):

@@ -102,13 +102,10 @@ def _split_by_value_condition(cg: CCodegen, loop: For, guard: PrimExpr | None,
     scalar code elsewhere (its edges). False, with nothing emitted, for other bodies."""
     if not isinstance(body, Store):
         return False
-    value = body.value
-    if isinstance(value, E.Call) and value.name == "if_then_else":
-        cond, taken = value.args[0], value.args[1]
-    elif isinstance(value, E.Select):
-        cond, taken = value.condition, value.true_value
-    else:
+    parts = E.choice_parts(body.value)
+    if parts is None:
         return False
+    cond, taken, _ = parts
     v, lanes = loop.var, loop.extent
     if v not in cg.facts.vars(cond) or not _convex_in(cg, cond, v):
         return False

@@ -44,6 +44,7 @@ __all__ = [
     "TensorLoad",
     "Var",
     "as_expr",
+    "choice_parts",
     "const",
     "dtype_bits",
     "conjuncts",
@@ -615,6 +616,15 @@ def _wrap_int(v: int, dtype: str) -> int:
     if is_int_dtype(dtype) and v >= 1 << (bits - 1):
         v -= 1 << bits
     return v
+
+
+def choice_parts(e: PrimExpr) -> tuple[PrimExpr, PrimExpr, PrimExpr] | None:
+    """``(condition, then, else)`` of a :class:`Select` or an ``if_then_else`` call, else None."""
+    if isinstance(e, Call) and e.name == "if_then_else":
+        return e.args[0], e.args[1], e.args[2]
+    if isinstance(e, Select):
+        return e.condition, e.true_value, e.false_value
+    return None
 
 
 def select(condition: Any, true_value: Any, false_value: Any) -> PrimExpr:
