@@ -239,7 +239,7 @@ def cast_output(result: te.Tensor, dtype: str, name: str) -> te.Tensor:
 def _stage_name(op: str, plan: ConvPlan) -> str:
     """TVM's name of the convolution stage (``conv2d_nchw``, ``depthwise_conv2d_nhwc``, ...)."""
     if op == "nn.contrib_conv2d_NCHWc":
-        return "conv2d_NCHWc"
+        return "group_conv2d_NCHWc" if plan.groups > 1 else "conv2d_NCHWc"
     if op == "nn.contrib_depthwise_conv2d_NCHWc":
         return "depthwise_conv2d_NCHWc"
     base = op.removeprefix("nn.")
@@ -402,7 +402,16 @@ def _channel_coords(plan: ConvPlan, o: Coord, rc: PrimExpr) -> tuple[Coord, Coor
     og = plan.out_primal_shape[1] // plan.groups
     if og == 1:  # one output channel per group (depthwise with multiplier 1 when cg == 1)
         return (o if cg == 1 else Coord(o.value * cg + rc)), Coord(E.const(0))
-    return Coord(te.floordiv(o.value, og) * cg + rc), Coord(te.floormod(o.value, og))
+    within = Coord(te.floormod(o.value, og))
+    ib = plan.data_layout.factor("C") if plan.data_layout.is_split("C") else 0
+    if o.outer is None or o.inner is None or og % o.factor or not ib or cg % ib:
+        return Coord(te.floordiv(o.value, og) * cg + rc), within
+    # blocks inside the groups (TVM's group_conv2d_NCHWc): the output block's group from its
+    # outer index, and the input channel as (group's first block + rc // ib, rc % ib), which
+    # the template's split of rc by ib turns into plain loop variables
+    group = te.floordiv(o.outer, og // o.factor)
+    return Coord(group * cg + rc, group * (cg // ib) + te.floordiv(rc, ib),
+                 te.floormod(rc, ib), ib), within
 
 
 def _direct_body(data: te.Tensor, weight: te.Tensor, plan: ConvPlan, rc: PrimExpr,

@@ -8,6 +8,9 @@ reading the vector width of ``Target.current()``:
   layout_transform(weight, "OIHW", "OIHW{ic}i{oc}o"))`` with ``out_layout="NCHW{oc}c"``;
 - a depthwise ``nn.conv2d`` (``groups == C_in == C_out``) becomes
   ``nn.contrib_depthwise_conv2d_NCHWc`` with kernel layout ``OIHW1i{c}o`` and ``ic == oc``;
+- a grouped ``nn.conv2d`` with more than one input channel per group becomes
+  ``nn.contrib_conv2d_NCHWc`` with its ``groups`` (TVM's ``group_conv2d_NCHWc``), the blocks
+  dividing the channels of one group (a block never straddles two groups);
 - ``nn.dense`` of 2-d data with a constant weight ``(N, K)`` becomes ``nn.contrib_dense_pack``
   with the weight ``layout_transform(weight, "NC", "NC{n}n")``.
 
@@ -24,8 +27,9 @@ function's parameters and results keep their layouts.
 
 Block sizes (``L`` = lanes of the dtype in one vector register, :meth:`Target.vector_width`):
 
-- convolutions (:func:`channel_block`): the largest power of two dividing the channel count and
-  at most ``L``; when that is 1, the largest divisor at most ``L`` (the 3-channel stem gets 3);
+- convolutions (:func:`channel_block`): the largest power of two dividing the channel count (of
+  one group, for grouped convolutions) and at most ``L``; when that is 1, the largest divisor at
+  most ``L`` (the 3-channel stem gets 3);
 - dense (:func:`dense_block`): the largest multiple of ``L`` up to ``2 L`` dividing ``N`` (a
   16-column panel on AVX2), else the largest power of two from 4 up to ``2 L`` dividing ``N``, else
   the largest divisor of ``N`` up to ``2 L`` (TVM's rule: ``N = 10`` at 4 lanes gives 5); when that
@@ -46,7 +50,8 @@ log holds it, the op gets TVM's layout instead of Kiln's:
   ``python/tvm/topi/x86/conv2d_avx_common.py: _fallback_schedule``) for 4, 8 or 16 float32 lanes
   (``get_simd_32bit_lanes``: plain ``llvm``, AVX2, AVX-512), the one the log asks for.
 
-Left alone: grouped convolutions that are not depthwise, depthwise multipliers above 1,
+Left alone: grouped convolutions with one input channel per group that are not depthwise
+(depthwise multipliers above 1), grouped convolutions while a dispatch context is entered,
 convolutions in other layouts (``NHWC``/``HWIO``: run :mod:`~kiln.transform.convert_layout`
 first; changing them here would also change what TVM's x86 rules produce), integer convolutions
 (TVM packs those for VNNI instead), ``nn.matmul``/``nn.batch_matmul`` (no packed variant), and
@@ -284,6 +289,11 @@ def _conv2d_rule(target: Target) -> Rule:
         elif attrs.groups == c_in == c_out and weight.shape[1] == 1:
             ic = oc = channel_block(c_out, lanes)
             name, kernel_layout = "nn.contrib_depthwise_conv2d_NCHWc", f"OIHW1i{oc}o"
+        elif not te_dispatch.current_dispatchers() and weight.shape[1] > 1:
+            # blocks inside the groups; a log's tasks are TVM's NCHW group_conv2d
+            ic = channel_block(c_in // attrs.groups, lanes)
+            oc = channel_block(c_out // attrs.groups, lanes)
+            name, kernel_layout = "nn.contrib_conv2d_NCHWc", f"OIHW{ic}i{oc}o"
         else:
             return None
         new_attrs = attrs.replace(channels=c_out, kernel_size=tuple(weight.shape[2:]),

@@ -1,8 +1,8 @@
-"""LegalizeConv: 1-d and transposed convolutions as 2-d convolutions the blocked templates run.
+"""LegalizeConv: 1-d, 3-d and transposed convolutions as 2-d convolutions the blocked templates run.
 
 Only ``nn.conv2d`` has fast CPU kernels (``AlterOpLayout`` blocks it to ``conv2d_NCHWc`` or
-``depthwise_conv2d_NCHWc``, whose templates are register-tiled); ``nn.conv1d`` and the transposed
-convolutions would run on the generic default schedule. This pass rewrites them:
+``depthwise_conv2d_NCHWc``, whose templates are register-tiled); ``nn.conv1d``, ``nn.conv3d`` and
+the transposed convolutions would run on the generic default schedule. This pass rewrites them:
 
 - ``conv1d(x, w)`` (``NCW``/``OIW``) -> ``squeeze(conv2d(expand_dims(x, 2), expand_dims(w, 2)), 2)``:
   a conv2d with ``H = 1``, strides ``(1, s)``, padding ``(0, pb, 0, pe)``, dilation ``(1, d)``,
@@ -18,7 +18,14 @@ convolutions would run on the generic default schedule. This pass rewrites them:
   upsampling of detectors) the phases are one ``conv2d`` with ``s_h * s_w * C_out`` channels (a
   1x1 GEMM for ``k == s``); with fewer output channels than vector lanes (a 1-channel
   probability map) the phases share one window anyway, some taps zero, to fill the vectors;
-- ``conv1d_transpose`` -> the same on ``H = 1``.
+- ``conv1d_transpose`` -> the same on ``H = 1``;
+- ``conv3d(x, w)`` (``NCDHW``/``OIDHW``, not depthwise) -> one ``conv2d`` over the depth folded
+  into the batch: output depth ``z`` reads input depths ``z * s + t * d`` (``t < k_d``), so the
+  ``k_d`` strided depth slices of the (depth-padded) input are stacked inside each group's channels
+  (``N * D_out`` images of ``groups * k_d * C_g`` channels) and the weight's depth taps join its
+  input channels (``OIDHW -> O (D I) H W``); the ``(N * D_out, O, H, W)`` result is the output in
+  ``NDCHW`` order. A conv3d reading another one's result takes that order directly, so only the
+  chain's last result is transposed back to ``NCDHW``.
 
 Epilogues stay fused: an element-wise op (``relu``, ``sigmoid``, ``clip``, ``cast``, ...) or a
 broadcasting op whose other operands are per-channel (a bias, a batch norm's scale and shift) on
@@ -123,6 +130,7 @@ class _Deferred:
     out: TensorType
     reps: int = 1
     squeeze_only: bool = False
+    depth_major: bool = False  # a conv3d result: parts[0] is (N * D, C, H, W)
     names: tuple[str, ...] = ()
     value: Expr | None = field(default=None)
 
@@ -310,7 +318,7 @@ class _Legalizer:
         if isinstance(node, Call) and isinstance(node.op, Op):
             out = None
             name = node.op.name
-            if name in ("nn.conv1d", "nn.conv1d_transpose", "nn.conv2d_transpose"):
+            if name in ("nn.conv1d", "nn.conv1d_transpose", "nn.conv2d_transpose", "nn.conv3d"):
                 out = self.convolution(node)
             elif any(isinstance(self.memo.get(id(a)), _Deferred) for a in node.args):
                 out = self.epilogue(node)
@@ -339,6 +347,8 @@ class _Legalizer:
                 ) or attrs.out_layout not in ("", attrs.data_layout):
             return None
         names = call.source_names
+        if name == "nn.conv3d":
+            return self.conv3d(call, xt, wt, out)
         if name == "nn.conv2d_transpose":
             if attrs.data_layout != "NCHW" or attrs.kernel_layout != "IOHW":
                 return None
@@ -364,6 +374,41 @@ class _Legalizer:
         inner = _transpose2d(x, x4, w, w4, attrs2, out4, names)
         return _Deferred(inner.parts, lambda ps: K.squeeze(inner.finish(ps), [2]), out,
                          reps=inner.reps)
+
+    def conv3d(self, call: Call, xt: TensorType, wt: TensorType, out: TensorType) -> _Deferred | None:
+        """``conv3d`` as a ``conv2d`` over ``N * D_out`` images (see the module notes)."""
+        attrs = call.attrs
+        assert attrs is not None, "convolution() passes calls with attrs"
+        groups = int(attrs.groups)
+        n, _, _, h, w = xt.shape
+        o, cg, kd, kh, kw = wt.shape
+        if attrs.data_layout != "NCDHW" or attrs.kernel_layout != "OIDHW" or cg == 1 < groups:
+            return None  # depthwise (one channel a group) has no 2-d form without a sum
+        (dpb, dpe), (hpb, hpe), (wpb, wpe) = pad_pairs(attrs.padding, 3, "nn.conv3d")
+        sd, dd = int(attrs.strides[0]), int(attrs.dilation[0])
+        od, oh, ow = out.shape[2:]
+        x = self.depth_major(call.args[0])  # (n, d, c, h, w)
+        if dpb or dpe:
+            x = K.nn.pad(x, ((0, 0), (dpb, dpe), (0, 0), (0, 0), (0, 0)))
+        taps = [K.reshape(K.strided_slice(x, [t * dd], [t * dd + (od - 1) * sd + 1], [sd],
+                                          axes=[1]), (n, od, groups, cg, h, w))
+                for t in range(kd)]
+        stacked = taps[0] if kd == 1 else K.concatenate(taps, axis=3)  # (.., group, tap, c, ..)
+        x2 = K.reshape(stacked, (n * od, groups * kd * cg, h, w))
+        w2 = K.reshape(K.transpose(self.expr(call.args[1]), (0, 2, 1, 3, 4)), (o, kd * cg, kh, kw))
+        conv = _conv2d(x2, w2, attrs, tuple(attrs.strides[1:]), (hpb, wpb, hpe, wpe),
+                       tuple(attrs.dilation[1:]), (kh, kw), o, call.source_names)
+        return _Deferred([conv], lambda ps: K.transpose(K.reshape(ps[0], (n, od, o, oh, ow)),
+                                                        (0, 2, 1, 3, 4)),
+                         out, depth_major=True)
+
+    def depth_major(self, old: Expr) -> Expr:
+        """A 5-d ``NCDHW`` value as ``NDCHW`` (a conv3d result's part reshaped, no transpose)."""
+        value = self.memo.get(id(old))
+        if isinstance(value, _Deferred) and value.depth_major:
+            n, c, d, h, w = value.out.shape
+            return K.reshape(value.parts[0], (n, d, c, h, w))
+        return K.transpose(self.expr(old), (0, 2, 1, 3, 4))
 
     # --- epilogues ---------------------------------------------------------------------------------
     def epilogue(self, call: Call) -> _Deferred | None:
@@ -405,7 +450,8 @@ class _Legalizer:
                 args.append(adapted)
         parts: list[Expr] = [Call(call.op, args, call.attrs, source_names=call.source_names)
                              for args in per_part]
-        return _Deferred(parts, dfr.finish, out, reps=dfr.reps, squeeze_only=dfr.squeeze_only)
+        return _Deferred(parts, dfr.finish, out, reps=dfr.reps, squeeze_only=dfr.squeeze_only,
+                         depth_major=dfr.depth_major)
 
     def operand(self, old: Expr, dfr: _Deferred, bias: bool) -> Expr | None:
         """A broadcasting operand of an epilogue, shaped for the 4-d parts."""
@@ -450,7 +496,7 @@ def legalize_conv(fn: Function) -> Function:
 
 
 def LegalizeConv() -> ModulePass:
-    """The LegalizeConv pass (opt level 3): conv1d and conv{1,2}d_transpose -> conv2d.
+    """The LegalizeConv pass (opt level 3): conv1d, conv{1,2}d_transpose and conv3d -> conv2d.
 
     Returns
     -------

@@ -91,20 +91,24 @@ class ConvCase:
     ic_bn: int
     oc_bn: int
     epilogue: str
+    groups: int = 1
 
     @property
     def name(self) -> str:
         dims = [self.n, self.c, self.h, self.w, self.oc, *self.k, *self.stride, *self.pad,
                 *self.dilation, self.ic_bn, self.oc_bn]
-        return "conv_" + "_".join(map(str, dims)) + "_" + self.epilogue
+        grouped = f"_g{self.groups}" if self.groups > 1 else ""
+        return "conv_" + "_".join(map(str, dims)) + grouped + "_" + self.epilogue
 
     def function(self) -> Function:
         data = relay.var("data", shape=(self.n, self.c // self.ic_bn, self.h, self.w, self.ic_bn),
                          dtype="float32")
-        weight = relay.var("weight", shape=(self.oc // self.oc_bn, self.c // self.ic_bn, *self.k,
+        weight = relay.var("weight", shape=(self.oc // self.oc_bn,
+                                            self.c // self.groups // self.ic_bn, *self.k,
                                             self.ic_bn, self.oc_bn), dtype="float32")
         conv = relay.nn.contrib_conv2d_nchwc(
             data, weight, strides=self.stride, padding=self.pad, dilation=self.dilation,
+            groups=self.groups,
             channels=self.oc, kernel_size=self.k, data_layout=f"NCHW{self.ic_bn}c",
             kernel_layout=f"OIHW{self.ic_bn}i{self.oc_bn}o", out_layout=f"NCHW{self.oc_bn}c")
         params = [data, weight]
@@ -114,10 +118,10 @@ class ConvCase:
 
 
 def _case(n: int, c: int, hw: tuple[int, int], oc: int, k: int, stride: int, pad: int | tuple,
-          dilation: int, ic_bn: int, oc_bn: int, epilogue: str) -> ConvCase:
+          dilation: int, ic_bn: int, oc_bn: int, epilogue: str, groups: int = 1) -> ConvCase:
     pads = (pad,) * 4 if isinstance(pad, int) else pad
     return ConvCase(n, c, hw[0], hw[1], oc, (k, k), (stride, stride), pads,
-                    (dilation, dilation), ic_bn, oc_bn, epilogue)
+                    (dilation, dilation), ic_bn, oc_bn, epilogue, groups)
 
 
 CONV_CASES = [
@@ -136,6 +140,11 @@ CONV_CASES = [
     _case(1, 12, (7, 7), 12, 3, 1, 1, 1, 3, 3, "bias_relu"),            # blocks of 3 (scalar)
     _case(1, 16, (7, 7), 128, 3, 1, 1, 1, 8, 8, "bias_relu"),           # AVX2: 2 blocks x column
     _case(1, 16, (6, 20), 24, 3, 1, 1, 1, 8, 8, "bias_relu"),           # AVX2: 3 blocks, 1 x 10
+    # grouped (group_conv2d_NCHWc): blocks inside the groups
+    _case(1, 32, (14, 14), 64, 3, 1, 1, 1, 16, 16, "bias_relu", groups=2),
+    _case(1, 32, (9, 9), 32, 3, 2, 1, 1, 4, 4, "bias_relu", groups=8),  # ResNeXt: 4 per group
+    _case(1, 48, (7, 7), 48, 1, 1, 0, 1, 8, 8, "bias_residual_relu", groups=3),
+    _case(2, 18, (8, 8), 36, 3, 1, 1, 2, 2, 4, "bias_clip", groups=3),  # 3 out blocks a group
 ]
 
 
@@ -373,6 +382,41 @@ def test_rows_run_outside_channel_tiles_when_the_weights_stay_in_l2(channels: in
     assert state is not None
     fused = "n@oh.0@oc_chunk.0@" if rows_outer else "n@oc_chunk.0@oh.0@"
     assert f"parallel {fused} " in str(state)
+
+
+@pytest.mark.parametrize("groups", [1, 8, 16])
+def test_grouped_conv_tile_stays_in_its_group(groups: int) -> None:
+    """A tile's channel blocks share their broadcast inputs, so they lie in one group: 256
+    channels in blocks of 16 take 2 blocks a tile ungrouped, and 1 with 16 groups."""
+    x = relay.var("x", shape=(1, 16, 7, 7, 16), dtype="float32")
+    w = relay.var("w", shape=(16, 16 // groups, 3, 3, 16, 16), dtype="float32")
+    func = _typed([x, w], relay.nn.contrib_conv2d_nchwc(
+        x, w, padding=1, groups=groups, channels=256, kernel_size=3, data_layout="NCHW16c",
+        kernel_layout="OIHW16i16o", out_layout="NCHW16c"))
+    dag = function_to_dag(func, "c").dag
+    state = apply_template(dag, TargetInfo(64, 2))
+    assert state is not None
+    stage = "group_conv2d_NCHWc" if groups > 1 else "conv2d_NCHWc"
+    assert f"{stage}.local" in str(state)
+    splits = [s.to_record() for s in state.transform_steps if s.to_record()[0] == "SP"]
+    (oc_t,) = next(r for r in splits if r[2] == 1)[4]  # the output stage's oc_chunk axis
+    assert (16 // groups) % oc_t == 0
+    assert oc_t == (2 if groups == 1 else 16 // groups)
+
+
+def test_grouped_conv_reads_its_groups_blocks_by_loop_variables() -> None:
+    """TVM's ``group_conv2d_NCHWc``: the input block of output block ``i1`` is its group's first
+    (``floordiv(i1, 4) * 2``, 4 output and 2 input blocks a group) plus ``rc``'s block, with no
+    division of the vector lane ``i4``, so the template's split of ``rc`` leaves loop variables."""
+    x = relay.var("x", shape=(1, 4, 7, 7, 16), dtype="float32")
+    w = relay.var("w", shape=(8, 2, 3, 3, 16, 16), dtype="float32")
+    func = _typed([x, w], relay.nn.contrib_conv2d_nchwc(
+        x, w, padding=1, groups=2, channels=128, kernel_size=3, data_layout="NCHW16c",
+        kernel_layout="OIHW16i16o", out_layout="NCHW16c"))
+    text = str(function_to_dag(func, "c").dag)
+    assert ("group_conv2d_NCHWc(i0, i1, i2, i3, i4) += (pad_temp[i0, ((floordiv(i1, 4)*2) + "
+            "floordiv(rc, 16)), (i2 + ry), (i3 + rx), floormod(rc, 16)]*p1[i1, floordiv(rc, 16), "
+            "ry, rx, floormod(rc, 16), i4])") in text
 
 
 def test_other_patterns_are_left_to_the_default_schedule() -> None:

@@ -40,7 +40,7 @@ def _dense_and_sum() -> tuple[te.Tensor, te.Tensor, te.Tensor, te.Tensor]:
 def test_each_tag_is_claimed_by_one_template() -> None:
     table = {tag: t.name for tag, t in templates().items()}
     assert table == {
-        "conv2d_NCHWc": "schedule_conv2d_nchwc",
+        "conv2d_NCHWc": "schedule_conv2d_nchwc", "group_conv2d_NCHWc": "schedule_conv2d_nchwc",
         "depthwise_conv2d_NCHWc": "schedule_depthwise_nchwc",
         "pool_max": "schedule_pool_nchwc", "pool_sum": "schedule_pool_nchwc",
         "adaptive_pool_max": "schedule_pool_nchwc", "adaptive_pool_sum": "schedule_pool_nchwc",

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 import kiln as tvm
 from kiln import relay
+from kiln.auto_scheduler import ApplyHistoryBest
 from kiln.build_module import build_pipeline, optimize
 from kiln.codegen.graph_codegen import graph_codegen
 from kiln.contrib import graph_executor
@@ -224,6 +225,11 @@ CONVS = {
     "depthwise": ((1, 16, 9, 9), 16, 3, 1, 1, 1, 16),
     "depthwise-odd-stride2": ((1, 6, 8, 8), 6, 3, 2, 1, 1, 6),
     "depthwise-dilated": ((1, 24, 10, 10), 24, 3, 1, 2, 2, 24),
+    "grouped-2": ((1, 16, 8, 8), 32, 3, 1, 1, 1, 2),
+    "grouped-resnext": ((1, 32, 6, 6), 32, 3, 1, 1, 1, 8),
+    "grouped-odd-stride2": ((1, 12, 7, 7), 18, 3, 2, 1, 1, 3),
+    "grouped-3-in-dilated": ((1, 9, 9, 9), 6, 3, 1, 2, 2, 3),
+    "grouped-pointwise": ((2, 24, 5, 5), 48, 1, 1, 0, 1, 3),
 }
 
 
@@ -244,13 +250,16 @@ def test_single_conv_is_blocked_and_equivalent(case, lanes, rng):
     before = single_conv(case, rng, const_weight=True)
     after = alter(before, TARGETS[lanes])
     check_equivalent(before, after, rng)
-    c_in, c_out = CONVS[case][0][1], CONVS[case][1]
-    depthwise = CONVS[case][6] > 1
+    c_in, c_out, groups = CONVS[case][0][1], CONVS[case][1], CONVS[case][6]
+    depthwise = groups == c_in == c_out
     name = "nn.contrib_depthwise_conv2d_NCHWc" if depthwise else "nn.contrib_conv2d_NCHWc"
     (conv,) = calls(after["main"], name)
     assert not calls(after["main"], "nn.conv2d")
-    ic, oc = expected_block(c_in, lanes), expected_block(c_out, lanes)
-    ic = oc if depthwise else ic
+    if depthwise:
+        ic = oc = expected_block(c_out, lanes)
+    else:  # grouped: blocks of one group's channels
+        ic, oc = expected_block(c_in // groups, lanes), expected_block(c_out // groups, lanes)
+    assert conv.attrs.groups == groups
     kernel = f"OIHW1i{oc}o" if depthwise else f"OIHW{ic}i{oc}o"
     assert (conv.attrs.data_layout, conv.attrs.kernel_layout, conv.attrs.out_layout) == \
         (f"NCHW{ic}c", kernel, f"NCHW{oc}c")
@@ -278,9 +287,7 @@ def test_variable_weight_is_transformed_at_run_time(case, rng):
 
 def test_convs_that_stay_nchw(rng):
     x = relay.var("x", shape=(1, 8, 6, 6))
-    w_group = relay.const(rng.standard_normal((8, 4, 3, 3)).astype("float32"))
     w_mult = relay.const(rng.standard_normal((16, 1, 3, 3)).astype("float32"))
-    grouped = relay.nn.conv2d(x, w_group, padding=1, groups=2)
     multiplier = relay.nn.conv2d(x, w_mult, padding=1, groups=8)
     xh = relay.var("xh", shape=(1, 6, 6, 8))
     w_hwio = relay.const(rng.standard_normal((3, 3, 8, 4)).astype("float32"))
@@ -288,11 +295,24 @@ def test_convs_that_stay_nchw(rng):
     xi = relay.var("xi", shape=(1, 8, 5, 5), dtype="int8")
     w_int = relay.const(rng.integers(-3, 4, (4, 8, 1, 1)).astype("int8"))
     integer = relay.nn.conv2d(xi, w_int, out_dtype="int32")
-    before = module(relay.Tuple([grouped, multiplier, nhwc, integer]))
+    before = module(relay.Tuple([multiplier, nhwc, integer]))
     after = alter(before, TARGETS[8])
     check_equivalent(before, after, rng)
-    assert len(calls(after["main"], "nn.conv2d")) == 4
+    assert len(calls(after["main"], "nn.conv2d")) == 3
     assert not calls(after["main"], "layout_transform")
+
+
+def test_grouped_conv_keeps_tvms_layout_under_a_tuning_log(tmp_path, rng):
+    """TVM's auto-scheduler tasks of a grouped convolution are NCHW ``group_conv2d_nchw``: with
+    a log entered the convolution is left as it is (its workload key is TVM's)."""
+    before = single_conv("grouped-2", rng, const_weight=True)
+    log = tmp_path / "empty.json"
+    log.write_text("")
+    with ApplyHistoryBest(str(log)):
+        after = alter(before, TARGETS[8])
+    assert len(calls(after["main"], "nn.conv2d")) == 1
+    assert not calls(after["main"], "layout_transform")
+    assert calls(alter(before, TARGETS[8])["main"], "nn.contrib_conv2d_NCHWc")
 
 
 # --- propagation -----------------------------------------------------------------------------------

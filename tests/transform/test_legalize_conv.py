@@ -1,4 +1,5 @@
-"""LegalizeConv: conv1d and conv{1,2}d_transpose become conv2d (H = 1, or sub-pixel phases).
+"""LegalizeConv: conv1d, conv3d and conv{1,2}d_transpose become conv2d (H = 1, the depth folded
+into the batch, or sub-pixel phases).
 
 Two oracles: the reference interpreter on the module before the pass (fast, many attribute
 combinations, no compiler), and onnxruntime on compiled builds over the ONNX Conv /
@@ -23,7 +24,7 @@ from kiln.transform import InferType, PassContext
 from kiln.transform.legalize_conv import LegalizeConv, transpose_phases
 
 RNG = np.random.default_rng(17)
-_OLD_OPS = {"nn.conv1d", "nn.conv1d_transpose", "nn.conv2d_transpose"}
+_OLD_OPS = {"nn.conv1d", "nn.conv1d_transpose", "nn.conv2d_transpose", "nn.conv3d"}
 
 
 def _rand(*shape: int) -> np.ndarray:
@@ -144,6 +145,37 @@ def test_conv1d_residual_block_stays_4d():
     assert ops.count("expand_dims") == 1 and ops.count("squeeze") == 2, ops  # data in; 2 out
 
 
+@pytest.mark.parametrize("kernel, strides, pad, dil, groups", [
+    ((3, 3, 3), 1, 1, 1, 1), ((3, 3, 3), (2, 1, 2), (1, 0, 1, 2, 1, 0), 1, 1),
+    ((1, 3, 3), 1, (0, 1, 1), 1, 2), ((3, 1, 1), 2, (1, 0, 0), 1, 1),
+    ((2, 3, 2), 1, (1, 1, 0, 0, 1, 1), (2, 1, 2), 4), ((1, 1, 1), 1, 0, 1, 1),
+])
+def test_conv3d_chain_matches_interpreter(kernel, strides, pad, dil, groups):
+    w1 = relay.const(_rand(8, 8 // groups, *kernel))
+    b1 = relay.const(_rand(8))
+    scale = relay.const(np.abs(_rand(8, 1, 1, 1)))
+    w2 = relay.const(_rand(4, 8, 3, 1, 1))
+
+    def body(x):
+        y = relay.nn.conv3d(x, w1, strides=strides, padding=pad, dilation=dil, groups=groups)
+        y = relay.nn.relu(relay.multiply(relay.nn.bias_add(y, b1), scale))
+        return relay.nn.conv3d(y, w2, padding=(1, 0, 0))
+
+    out = _check_pass(body, _rand(2, 8, 7, 6, 5))
+    # the second conv3d reads the first one's depth-major result: one transpose in, one out
+    assert sum(1 for n in post_order(out["main"]) if isinstance(n, Call)
+               and isinstance(n.op, Op) and n.op.name == "transpose"
+               and not isinstance(n.args[0], Constant)) == 2
+
+
+def test_depthwise_conv3d_is_left_alone():
+    xv = relay.var("x", shape=(1, 4, 5, 5, 5))
+    y = relay.nn.conv3d(xv, relay.const(_rand(4, 1, 3, 3, 3)), padding=1, groups=4)
+    mod = InferType()(IRModule.from_expr(relay.Function([xv], y)))
+    with PassContext(opt_level=3):
+        assert "nn.conv3d" in _ops(LegalizeConv()(mod))
+
+
 def test_two_users_keep_epilogue_after_interleave():
     w = relay.const(_rand(4, 3, 2, 2))
 
@@ -195,7 +227,7 @@ def _compiled_vs_ort(op: str, x_shape, w: np.ndarray, attrs: dict, post: str) ->
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
     kernels = [n.func_name for n in lib.graph.nodes if not n.is_input]
     assert not any("transpose_add" in k or "conv1d" in k or "conv2d_transpose" in k
-                   for k in kernels), kernels
+                   or "conv3d" in k for k in kernels), kernels
     return kernels
 
 
@@ -220,7 +252,7 @@ CT_CASES = [  # (x shape, w shape, attrs, post)
 @pytest.mark.parametrize("x_shape, w_shape, attrs, post", CT_CASES)
 def test_conv_transpose_compiled_vs_onnxruntime(x_shape, w_shape, attrs, post):
     kernels = _compiled_vs_ort("ConvTranspose", x_shape, _rand(*w_shape), attrs, post)
-    if attrs.get("group", 1) in (1,):
+    if attrs.get("group", 1) < x_shape[1]:  # grouped too (group_conv2d_NCHWc)
         fused = [k for k in kernels if "conv2d_NCHWc" in k]
         assert fused, kernels
         if post:  # the epilogue runs inside the convolution kernels
@@ -234,19 +266,22 @@ C1_CASES = [  # (x shape, w shape, attrs, post)
     ((1, 16, 40), (32, 16, 3), {"pads": [2, 2], "dilations": [2]}, "Relu"),
     ((1, 16, 40), (16, 1, 5), {"pads": [4, 4], "dilations": [2], "group": 16}, "Relu"),
     ((1, 16, 40), (32, 8, 3), {"pads": [1, 1], "group": 2}, "Sigmoid"),
+    ((1, 16, 6, 9, 8), (32, 16, 3, 3, 3), {"pads": [1, 1, 1, 1, 1, 1]}, "Relu"),
+    ((2, 16, 7, 8, 8), (16, 8, 3, 3, 3), {"pads": [1, 1, 1, 1, 1, 1], "strides": [2, 2, 2],
+                                          "group": 2}, "Sigmoid"),
+    ((1, 16, 6, 8, 8), (16, 16, 1, 3, 3), {"pads": [0, 2, 2, 0, 2, 2], "dilations": [1, 2, 2]},
+     ""),
 ]
 
 
 @pytest.mark.requires_cc
 @pytest.mark.parametrize("x_shape, w_shape, attrs, post", C1_CASES)
-def test_conv1d_compiled_vs_onnxruntime(x_shape, w_shape, attrs, post):
+def test_conv1d_and_conv3d_compiled_vs_onnxruntime(x_shape, w_shape, attrs, post):
     kernels = _compiled_vs_ort("Conv", x_shape, _rand(*w_shape), attrs, post)
-    group = attrs.get("group", 1)
-    if group == 1 or group == x_shape[1]:
-        blocked = [k for k in kernels if "conv2d_NCHWc" in k]
-        assert blocked, kernels
-        if post:
-            assert all(post.lower() in k for k in blocked), kernels
+    blocked = [k for k in kernels if "conv2d_NCHWc" in k]  # grouped ones too
+    assert blocked, kernels
+    if post:
+        assert all(post.lower() in k for k in blocked), kernels
 
 
 @pytest.mark.requires_cc

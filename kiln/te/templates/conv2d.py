@@ -18,7 +18,9 @@ The fused function is ``[pad_temp ->] conv2d_NCHWc [-> element-wise epilogue ...
   the weight vectors stay live: with 16 registers a 10-accumulator tile then keeps its weights
   in registers even when the compiler holds an epilogue constant across the loop);
   the epilogue then reads the registers and stores each output vector once;
-* zero padding is materialised once per call by its own parallel, vectorized loop nest.
+* zero padding is materialised once per call by its own parallel, vectorized loop nest;
+* a grouped convolution (``group_conv2d_NCHWc``, its blocks inside the groups) reads its group's
+  input blocks only, and its tile's channel blocks stay within one group.
 
 The helpers shared with the depthwise and pooling templates (pattern matching of the fused
 function, register tile choice, padding schedule) live here too.
@@ -52,8 +54,9 @@ __all__ = [
     "schedule_pad",
 ]
 
-# The compute tag of the blocked convolution stage (``nn.contrib_conv2d_NCHWc``).
-CONV2D_NCHWC_TAGS = ("conv2d_NCHWc",)
+# The compute tags of the blocked convolution stage (``nn.contrib_conv2d_NCHWc``; grouped, with
+# blocks inside the groups: TVM's ``group_conv2d_NCHWc``).
+CONV2D_NCHWC_TAGS = ("conv2d_NCHWc", "group_conv2d_NCHWc")
 
 
 @dataclass(frozen=True)
@@ -446,7 +449,12 @@ def schedule_conv2d_nchwc(dag: ComputeDAG, target: TargetInfo) -> State | None:
     batch, oc_chunks, oh, ow, block = conv.shape
     budget = register_budget(target)
     narrow = block < target.lanes("float32")  # 8 lanes with AVX-512
+    data_chunks = max(t.shape[1] for t in conv.input_tensors() if len(t.shape) == 5)
+    groups = max(1, data_chunks // weights[0].shape[1])
+    # a tile's channel blocks share their broadcast inputs only within one group
+    per_group = [d for d in divisors(oc_chunks // groups) if d <= 4]
     tile = choose_register_tile(oc_chunks, oh, ow, budget, batch, target.num_threads,
+                                max_oc_t=max(per_group),
                                 load_bound=budget <= _SIXTEEN_REGISTER_BUDGET or narrow)
     work = math.prod(conv.shape) * _reduce_extent(conv)
     state = dag.init_state
