@@ -37,7 +37,8 @@ import onnx
 from onnx import helper
 
 from bench.models_cnn import mobilenet_v2, resnet
-from bench.models_real import conv1d_bilstm, crnn_rec, dbnet_det, mobilenet_v3, tiny_gru_stream, yolov8n_det
+from bench.models_real import (conv1d_bilstm, crnn_rec, dbnet_det, mobilenet_v3, regnet_y_400mf,
+                               tiny_gru_stream, yolov8n_det)
 from bench.models_transformer import bert, vit
 from bench.onnx_graph import count_gflop
 
@@ -81,6 +82,7 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("crnn_rec", crnn_rec, 1.280),
         ModelSpec("yolov8n_det", yolov8n_det, 8.744),
         ModelSpec("mobilenet_v3", mobilenet_v3, 0.4332),
+        ModelSpec("regnet_y_400mf", regnet_y_400mf, 0.8037),  # torchvision: 0.402 GMACs
         ModelSpec("conv1d_bilstm", conv1d_bilstm, 0.3334),
         ModelSpec("tiny_gru_stream", tiny_gru_stream, 0.000156),
     )

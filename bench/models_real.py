@@ -20,6 +20,9 @@ name                    structure                                               
                         class scores concatenated (1x84x8400)
 ``mobilenet_v3``        torchvision MobileNetV3-Large: HardSwish, SE with HardSigmoid,   1x3x224x224
                         depthwise convs, classifier 960-1280-1000
+``regnet_y_400mf``      torchvision RegNetY-400MF: bottleneck blocks whose 3x3 conv has    1x3x224x224
+                        groups of 8 channels, SE (ReLU, Sigmoid), stride-2 projection
+                        shortcuts, classifier 440-1000
 ``conv1d_bilstm``       sequence tagger: 2 x Conv1d(k=5)+ReLU over 80 features, BiLSTM   1x80x200
                         (batch first), Linear per step
 ``tiny_gru_stream``     streaming per-frame model: Linear+ReLU, GRU (hidden 128) with    x 1x1x64,
@@ -46,7 +49,7 @@ import numpy as np
 import onnx
 
 __all__ = ["conv1d_bilstm", "crnn_rec", "dbnet_det", "export_torch", "mobilenet_v3", "reference_outputs",
-           "tiny_gru_stream", "torch_model", "yolov8n_det"]
+           "regnet_y_400mf", "tiny_gru_stream", "torch_model", "yolov8n_det"]
 
 OPSET = 17
 
@@ -314,6 +317,45 @@ def _nets() -> types.SimpleNamespace:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
 
+    # --- RegNetY (torchvision's ResBottleneckBlock with SE, SimpleStemIN) ---------------------
+    class SqueezeExcite(nn.Module):
+        def __init__(self, c: int, squeeze: int):
+            super().__init__()
+            self.fc1, self.fc2 = nn.Conv2d(c, squeeze, 1), nn.Conv2d(squeeze, c, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            s = nn.functional.adaptive_avg_pool2d(x, 1)
+            return x * torch.sigmoid(self.fc2(torch.relu(self.fc1(s))))
+
+    class RegNetBlock(nn.Module):
+        def __init__(self, cin: int, cout: int, stride: int, group_width: int, se_ratio: float):
+            super().__init__()
+            self.f = nn.Sequential(conv_bn(cin, cout, 1),
+                                   conv_bn(cout, cout, 3, stride, groups=cout // group_width),
+                                   SqueezeExcite(cout, int(round(se_ratio * cin))),
+                                   conv_bn(cout, cout, 1, act=None))
+            self.proj = (conv_bn(cin, cout, 1, stride, act=None) if stride != 1 or cin != cout
+                         else nn.Identity())
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(self.proj(x) + self.f(x))
+
+    class RegNetY(nn.Module):
+        def __init__(self, widths: Sequence[int], depths: Sequence[int], group_width: int,
+                     num_classes: int):
+            super().__init__()
+            layers: list[nn.Module] = [conv_bn(3, 32, 3, 2)]
+            cin = 32
+            for w, d in zip(widths, depths):
+                for i in range(d):
+                    layers.append(RegNetBlock(cin, w, 2 if i == 0 else 1, group_width, 0.25))
+                    cin = w
+            self.trunk = nn.Sequential(*layers)
+            self.fc = nn.Linear(cin, num_classes)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.trunk(x), 1), 1))
+
     # --- sequence models -------------------------------------------------------------------------
     class ConvBiLSTM(nn.Module):
         def __init__(self, features: int, channels: int, hidden: int, num_tags: int):
@@ -341,7 +383,7 @@ def _nets() -> types.SimpleNamespace:
             return (prob, new) if self.cell == "gru" else (prob, *new)
 
     return types.SimpleNamespace(DBNet=DBNet, CRNN=CRNN, YOLOv8=YOLOv8, MobileNetV3=MobileNetV3,
-                                 ConvBiLSTM=ConvBiLSTM, StreamGRU=StreamGRU)
+                                 RegNetY=RegNetY, ConvBiLSTM=ConvBiLSTM, StreamGRU=StreamGRU)
 
 
 def _init_weights(module: Any, seed: int) -> None:
@@ -473,6 +515,13 @@ def _mobilenet_v3_spec(image_size: int = 224, width_mult: float = 1.0, num_class
             ["logits"])
 
 
+def _regnet_y_spec(image_size: int = 224, widths: Sequence[int] = (48, 104, 208, 440),
+                   depths: Sequence[int] = (1, 3, 6, 6), group_width: int = 8,
+                   num_classes: int = 1000) -> tuple[Any, dict[str, tuple[int, ...]], list[str]]:
+    return (_nets().RegNetY(widths, depths, group_width, num_classes),
+            {"input": (1, 3, image_size, image_size)}, ["logits"])
+
+
 def _conv1d_bilstm_spec(features: int = 80, steps: int = 200, channels: int = 256, hidden: int = 128,
                         num_tags: int = 40) -> tuple[Any, dict[str, tuple[int, ...]], list[str]]:
     return (_nets().ConvBiLSTM(features, channels, hidden, num_tags), {"features": (1, features, steps)},
@@ -491,7 +540,8 @@ def _tiny_gru_spec(features: int = 64, hidden: int = 128, cell: str = "gru"
 
 
 _SPECS = {"dbnet_det": _dbnet_spec, "crnn_rec": _crnn_spec, "yolov8n_det": _yolov8_spec,
-          "mobilenet_v3": _mobilenet_v3_spec, "conv1d_bilstm": _conv1d_bilstm_spec,
+          "mobilenet_v3": _mobilenet_v3_spec, "regnet_y_400mf": _regnet_y_spec,
+          "conv1d_bilstm": _conv1d_bilstm_spec,
           "tiny_gru_stream": _tiny_gru_spec}
 
 
@@ -521,6 +571,14 @@ def mobilenet_v3(image_size: int = 224, width_mult: float = 1.0, num_classes: in
     """MobileNetV3-Large classifier; output ``logits`` 1 x classes."""
     return _export("mobilenet_v3", seed, image_size=image_size, width_mult=width_mult,
                    num_classes=num_classes)
+
+
+def regnet_y_400mf(image_size: int = 224, widths: Sequence[int] = (48, 104, 208, 440),
+                   depths: Sequence[int] = (1, 3, 6, 6), group_width: int = 8,
+                   num_classes: int = 1000, seed: int = 0) -> onnx.ModelProto:
+    """RegNetY-400MF classifier (stage widths and depths as torchvision's); output ``logits``."""
+    return _export("regnet_y_400mf", seed, image_size=image_size, widths=tuple(widths),
+                   depths=tuple(depths), group_width=group_width, num_classes=num_classes)
 
 
 def conv1d_bilstm(steps: int = 200, features: int = 80, channels: int = 256, hidden: int = 128,

@@ -51,7 +51,8 @@ log holds it, the op gets TVM's layout instead of Kiln's:
   (``get_simd_32bit_lanes``: plain ``llvm``, AVX2, AVX-512), the one the log asks for.
 
 Left alone: grouped convolutions with one input channel per group that are not depthwise
-(depthwise multipliers above 1), grouped convolutions while a dispatch context is entered,
+(multipliers above 1: LegalizeConv, which runs first, makes them depthwise), grouped convolutions
+while a dispatch context is entered,
 convolutions in other layouts (``NHWC``/``HWIO``: run :mod:`~kiln.transform.convert_layout`
 first; changing them here would also change what TVM's x86 rules produce), integer convolutions
 (TVM packs those for VNNI instead), ``nn.matmul``/``nn.batch_matmul`` (no packed variant), and

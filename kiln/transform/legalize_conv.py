@@ -19,6 +19,10 @@ the transposed convolutions would run on the generic default schedule. This pass
   1x1 GEMM for ``k == s``); with fewer output channels than vector lanes (a 1-channel
   probability map) the phases share one window anyway, some taps zero, to fill the vectors;
 - ``conv1d_transpose`` -> the same on ``H = 1``;
+- a depthwise ``conv2d`` with a channel multiplier ``m > 1`` (``groups == C_in``,
+  ``C_out = m * C_in``) -> a depthwise ``conv2d`` (multiplier 1) of ``repeat(x, m, axis=1)``:
+  output channel ``c * m + j`` reads input channel ``c`` either way, the weight is unchanged and
+  no multiply-add is added (the repeat is a copy);
 - ``conv3d(x, w)`` (``NCDHW``/``OIDHW``, not depthwise) -> one ``conv2d`` over the depth folded
   into the batch: output depth ``z`` reads input depths ``z * s + t * d`` (``t < k_d``), so the
   ``k_d`` strided depth slices of the (depth-padded) input are stacked inside each group's channels
@@ -320,6 +324,10 @@ class _Legalizer:
             name = node.op.name
             if name in ("nn.conv1d", "nn.conv1d_transpose", "nn.conv2d_transpose", "nn.conv3d"):
                 out = self.convolution(node)
+            elif name == "nn.conv2d" and (direct := self.multiplier(node)) is not None:
+                self.changed = True
+                self.name([direct], node.source_names)
+                return direct
             elif any(isinstance(self.memo.get(id(a)), _Deferred) for a in node.args):
                 out = self.epilogue(node)
             if out is not None:
@@ -401,6 +409,21 @@ class _Legalizer:
         return _Deferred([conv], lambda ps: K.transpose(K.reshape(ps[0], (n, od, o, oh, ow)),
                                                         (0, 2, 1, 3, 4)),
                          out, depth_major=True)
+
+    def multiplier(self, call: Call) -> Expr | None:
+        """A depthwise ``conv2d`` with a channel multiplier as one without (module notes)."""
+        attrs, xt, wt = call.attrs, call.args[0].checked_type, call.args[1].checked_type
+        if not (isinstance(xt, TensorType) and isinstance(wt, TensorType)) or attrs is None \
+                or attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW" \
+                or attrs.out_layout not in ("", "NCHW"):
+            return None
+        c_in, c_out = xt.shape[1], wt.shape[0]
+        if int(attrs.groups) != c_in or wt.shape[1] != 1 or c_out == c_in or c_in == 1:
+            return None
+        x = K.repeat(self.expr(call.args[0]), c_out // c_in, axis=1)
+        return make_call("nn.conv2d", [x, self.expr(call.args[1])],
+                         attrs.replace(groups=c_out, channels=c_out),
+                         source_names=call.source_names)
 
     def depth_major(self, old: Expr) -> Expr:
         """A 5-d ``NCDHW`` value as ``NDCHW`` (a conv3d result's part reshaped, no transpose)."""

@@ -28,13 +28,15 @@ pytest.importorskip("torch")
 
 from bench import models_real
 
-REAL = ("dbnet_det", "crnn_rec", "yolov8n_det", "mobilenet_v3", "conv1d_bilstm", "tiny_gru_stream")
+REAL = ("dbnet_det", "crnn_rec", "yolov8n_det", "mobilenet_v3", "regnet_y_400mf", "conv1d_bilstm",
+        "tiny_gru_stream")
 # Reduced sizes: every block kind and op of the full model, small enough for a unit test.
 SMALL: dict[str, dict[str, Any]] = {
     "dbnet_det": {"image_size": 64},
     "crnn_rec": {"width": 32, "widths": (8, 16, 16, 32), "hidden": 16, "num_classes": 11},
     "yolov8n_det": {"image_size": 64, "num_classes": 10},
     "mobilenet_v3": {"image_size": 32, "width_mult": 0.5, "num_classes": 10},
+    "regnet_y_400mf": {"image_size": 32, "widths": (16, 24), "depths": (1, 2), "num_classes": 10},
     "conv1d_bilstm": {"steps": 16, "channels": 32, "hidden": 16, "num_tags": 8},
     "tiny_gru_stream": {},
     "tiny_lstm_stream": {"cell": "lstm"},
@@ -42,7 +44,7 @@ SMALL: dict[str, dict[str, Any]] = {
 # The GFLOP of the full-size models (2 x MACs of Conv, ConvTranspose, MatMul, Gemm, LSTM, GRU),
 # restated here as the oracle; YOLOv8n's is the 8.7 that ultralytics publishes.
 FULL_GFLOP = {"dbnet_det": 5.047, "crnn_rec": 1.280, "yolov8n_det": 8.744, "mobilenet_v3": 0.4332,
-              "conv1d_bilstm": 0.3334, "tiny_gru_stream": 0.000156}
+              "regnet_y_400mf": 0.8037, "conv1d_bilstm": 0.3334, "tiny_gru_stream": 0.000156}
 # The ONNX op types each exported model must contain (what the architecture is about).
 REQUIRED_OPS = {
     "dbnet_det": {"Conv", "Relu", "MaxPool", "Add", "Resize", "Concat", "ConvTranspose",
@@ -52,12 +54,14 @@ REQUIRED_OPS = {
                     "Softmax", "Sub", "Add", "Div"},
     "mobilenet_v3": {"Conv", "HardSwish", "HardSigmoid", "Relu", "GlobalAveragePool", "Mul", "Add",
                      "Flatten", "Gemm"},
+    "regnet_y_400mf": {"Conv", "Relu", "GlobalAveragePool", "Sigmoid", "Mul", "Add", "Gemm"},
     "conv1d_bilstm": {"Conv", "Relu", "Transpose", "LSTM", "MatMul"},
     "tiny_gru_stream": {"MatMul", "Relu", "GRU", "Sigmoid"},
     "tiny_lstm_stream": {"MatMul", "Relu", "LSTM", "Sigmoid"},
 }
 # Kiln's compile of these fits the default run's time; the two largest graphs go under --runslow.
-FAST = ("tiny_gru_stream", "tiny_lstm_stream", "conv1d_bilstm", "crnn_rec", "dbnet_det")
+FAST = ("tiny_gru_stream", "tiny_lstm_stream", "conv1d_bilstm", "crnn_rec", "dbnet_det",
+        "regnet_y_400mf")
 SLOW = ("mobilenet_v3", "yolov8n_det")
 
 
@@ -141,7 +145,13 @@ def test_builders_are_deterministic(case: str) -> None:
     assert again.SerializeToString() == _small(case)[2].SerializeToString()
 
 
-def test_registry_holds_the_six_models() -> None:
+def test_regnet_convs_have_groups_of_eight() -> None:
+    convs = [n for n in _small("regnet_y_400mf")[2].graph.node if n.op_type == "Conv"]
+    grouped = [_attr(n, "group") for n in convs if _attr(n, "group") > 1]
+    assert grouped == [2, 3, 3]  # one block of width 16, two of 24: groups of 8 channels
+
+
+def test_registry_holds_the_seven_models() -> None:
     for name in REAL:
         spec = MODELS[name]
         assert spec.gflop == FULL_GFLOP[name]

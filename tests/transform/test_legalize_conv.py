@@ -168,6 +168,21 @@ def test_conv3d_chain_matches_interpreter(kernel, strides, pad, dil, groups):
                and not isinstance(n.args[0], Constant)) == 2
 
 
+@pytest.mark.parametrize("mult, strides, dil", [(2, 1, 1), (3, 2, 1), (4, 1, 2)])
+def test_depthwise_multiplier_becomes_depthwise_of_repeated_channels(mult, strides, dil):
+    w = relay.const(_rand(6 * mult, 1, 3, 3))
+    b = relay.const(_rand(6 * mult))
+
+    def body(x):
+        y = relay.nn.conv2d(x, w, strides=strides, padding=dil, dilation=dil, groups=6)
+        return relay.nn.relu(relay.nn.bias_add(y, b))
+
+    out = _check_pass(body, _rand(2, 6, 9, 8))
+    (conv,) = [n for n in post_order(out["main"]) if isinstance(n, Call)
+               and isinstance(n.op, Op) and n.op.name == "nn.conv2d"]
+    assert conv.attrs.groups == 6 * mult and conv.args[0].op.name == "repeat"
+
+
 def test_depthwise_conv3d_is_left_alone():
     xv = relay.var("x", shape=(1, 4, 5, 5, 5))
     y = relay.nn.conv3d(xv, relay.const(_rand(4, 1, 3, 3, 3)), padding=1, groups=4)
@@ -266,6 +281,8 @@ C1_CASES = [  # (x shape, w shape, attrs, post)
     ((1, 16, 40), (32, 16, 3), {"pads": [2, 2], "dilations": [2]}, "Relu"),
     ((1, 16, 40), (16, 1, 5), {"pads": [4, 4], "dilations": [2], "group": 16}, "Relu"),
     ((1, 16, 40), (32, 8, 3), {"pads": [1, 1], "group": 2}, "Sigmoid"),
+    ((1, 16, 12, 10), (32, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 16}, "Relu"),  # multiplier
+    ((1, 8, 12, 10), (24, 1, 5, 5), {"pads": [2, 2, 2, 2], "strides": [2, 2], "group": 8}, ""),
     ((1, 16, 6, 9, 8), (32, 16, 3, 3, 3), {"pads": [1, 1, 1, 1, 1, 1]}, "Relu"),
     ((2, 16, 7, 8, 8), (16, 8, 3, 3, 3), {"pads": [1, 1, 1, 1, 1, 1], "strides": [2, 2, 2],
                                           "group": 2}, "Sigmoid"),
