@@ -37,8 +37,15 @@ import onnx
 from onnx import helper
 
 from bench.models_cnn import mobilenet_v2, resnet
-from bench.models_real import (conv1d_bilstm, crnn_rec, dbnet_det, mobilenet_v3, regnet_y_400mf,
-                               tiny_gru_stream, yolov8n_det)
+from bench.models_real import (
+    conv1d_bilstm,
+    crnn_rec,
+    dbnet_det,
+    mobilenet_v3,
+    regnet_y_400mf,
+    tiny_gru_stream,
+    yolov8n_det,
+)
 from bench.models_transformer import bert, vit
 from bench.onnx_graph import count_gflop
 

@@ -332,7 +332,7 @@ def _nets() -> types.SimpleNamespace:
             super().__init__()
             self.f = nn.Sequential(conv_bn(cin, cout, 1),
                                    conv_bn(cout, cout, 3, stride, groups=cout // group_width),
-                                   SqueezeExcite(cout, int(round(se_ratio * cin))),
+                                   SqueezeExcite(cout, round(se_ratio * cin)),
                                    conv_bn(cout, cout, 1, act=None))
             self.proj = (conv_bn(cin, cout, 1, stride, act=None) if stride != 1 or cin != cout
                          else nn.Identity())

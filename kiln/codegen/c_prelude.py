@@ -140,11 +140,14 @@ KILN_FN uint64_t kiln_f2u64(double x) {
   return (uint64_t)kiln_f2i64(x);
 }
 
-/* max / min of floats propagate NaN like numpy.maximum / numpy.minimum. */
-KILN_FN float kiln_maxf(float a, float b) { return (a > b || a != a) ? a : b; }
-KILN_FN float kiln_minf(float a, float b) { return (a < b || a != a) ? a : b; }
-KILN_FN double kiln_maxd(double a, double b) { return (a > b || a != a) ? a : b; }
-KILN_FN double kiln_mind(double a, double b) { return (a < b || a != a) ? a : b; }
+/* max / min of floats propagate NaN like numpy.maximum / numpy.minimum: b when a > b is false
+   (b is NaN, or equal), then a when a is NaN. Written as two selects, not one condition with
+   ||, so that the compiler makes them maxss/minss and a blend instead of a branch on the data
+   (a 3x3 max pool of random values: half its comparisons mispredicted). */
+KILN_FN float kiln_maxf(float a, float b) { float m = a > b ? a : b; return a != a ? a : m; }
+KILN_FN float kiln_minf(float a, float b) { float m = a < b ? a : b; return a != a ? a : m; }
+KILN_FN double kiln_maxd(double a, double b) { double m = a > b ? a : b; return a != a ? a : m; }
+KILN_FN double kiln_mind(double a, double b) { double m = a < b ? a : b; return a != a ? a : m; }
 
 /* NumPy's float floor division and modulo (npy_divmod). */
 KILN_FN double kiln_floordivd(double a, double b) {

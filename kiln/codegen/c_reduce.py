@@ -15,14 +15,16 @@ several rows at once) becomes one vector of those values, halved ``log2(extent)`
 from __future__ import annotations
 
 import contextlib
+import itertools
 from typing import TYPE_CHECKING
 
+from kiln.codegen.c_registers import register_indices
 from kiln.codegen.c_types import MASK_INT, c_type, vector_type_name
 from kiln.codegen.c_vector import VectorBody, vector_supported
 from kiln.te import expr as E
-from kiln.te.expr import PrimExpr, Var
+from kiln.te.expr import PrimExpr, Var, const
 from kiln.te.loop_ir import Buffer, BufferLoad, For, Store
-from kiln.te.visit import post_order, vars_in
+from kiln.te.visit import post_order, substitute, vars_in
 
 if TYPE_CHECKING:
     from kiln.codegen.c_codegen import CCodegen
@@ -102,6 +104,18 @@ def emit_horizontal_reduction(cg: CCodegen, loop: For) -> bool:
         return False
     assert isinstance(st.value, E.Binary)
     kind = st.value.kind
+    if inner and register_indices(loop, cg.registers) is not None:
+        # the accumulator is held in vector variables: one tree per element, constant indices
+        for values in itertools.product(*(range(x.extent) for x in inner)):
+            subst = {x.var: const(k, x.var.dtype) for x, k in zip(inner, values)}
+
+            def bind(e: PrimExpr, subst: dict = subst) -> PrimExpr:
+                return cg.simp.simplify(substitute(e, subst))
+
+            with cg.block(f"{{  /* {cg.var_name(v)}: {lanes} lanes, {kind} tree */"):
+                _emit_tree(cg, Store(st.buffer, bind(st.index), bind(st.value)), v, lanes, kind,
+                           bind(src), dt, old_first)
+        return True
     with contextlib.ExitStack() as blocks:
         for x in inner:
             if x.kind == "unrolled":

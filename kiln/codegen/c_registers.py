@@ -3,7 +3,9 @@
 An intermediate buffer (typically a ``cache_write`` accumulator computed at a loop of its
 consumer) is held in vector-typed local variables instead of memory when :func:`register_lanes`
 accepts it: its size is a multiple of the vector width, and every access lies in a vectorized
-loop of that width, at an index whose lane part is the vector loop variable (coefficient 1) and
+loop of that width (or a serial one over the lanes, such as the fold of an ``rfactor``
+accumulator, at least one access vectorized), at an index whose lane part is that loop's variable
+(coefficient 1) and
 whose other parts are constants or variables of *unrolled* loops inside the allocation, all
 multiples of the width. The code generator then declares ``kiln_f32x16 acc_0, acc_1, ...;``,
 expands the unrolled loops that touch the buffer (so every index is a constant) and prints each
@@ -70,7 +72,7 @@ def register_lanes(alloc: Allocate, cg: CCodegen) -> int:
     buf = alloc.buffer
     if buf.kind != "temp" or buf.dtype in ("float16", "bool") or buf.size == 0:
         return 0
-    lanes = 0
+    lanes, vectorized = 0, False
     stack: list[tuple[Stmt, tuple[For, ...]]] = [(alloc.body, ())]
     while stack:
         s, loops = stack.pop()
@@ -79,15 +81,17 @@ def register_lanes(alloc: Allocate, cg: CCodegen) -> int:
         if isinstance(s, Store) and s.buffer is buf:
             accesses.append(s.index)
         for index in accesses:
-            if not loops or loops[-1].kind != "vectorized":
+            lane = _lane_loop(cg, index, loops)
+            if lane is None:
                 return 0
-            width = loops[-1].extent
+            vectorized = vectorized or loops[lane].kind == "vectorized"
+            width = loops[lane].extent
             if lanes == 0:
                 lanes = width
                 if lanes < 2 or lanes & (lanes - 1) or lanes > 64 or buf.size % lanes \
                         or buf.size // lanes > MAX_REGISTER_VECTORS:
                     return 0
-            if width != lanes or not _tile_index(cg, index, loops, lanes):
+            if width != lanes or not _tile_index(cg, index, loops, lane, lanes):
                 return 0
         if isinstance(s, For):
             stack.append((s.body, (*loops, s)))
@@ -99,13 +103,33 @@ def register_lanes(alloc: Allocate, cg: CCodegen) -> int:
                 stack.append((s.else_case, loops))
         elif isinstance(s, Seq):
             stack.extend((x, loops) for x in s.stmts)
-    return lanes
+    return lanes if vectorized else 0
 
 
-def _tile_index(cg: CCodegen, index: PrimExpr, loops: tuple[For, ...], lanes: int) -> bool:
+def _lane_loop(cg: CCodegen, index: PrimExpr, loops: tuple[For, ...]) -> int | None:
+    """Position in ``loops`` of the loop over the lanes of an access: the innermost loop when it
+    is vectorized; else a serial loop stepping ``index`` by 1 with only unrolled loops inside
+    it (the fold of an rfactor accumulator, its rows inside it, which
+    :mod:`kiln.codegen.c_reduce` turns into one shuffle tree per row; or single lanes,
+    ``acc_0[k]``)."""
+    if loops and loops[-1].kind == "vectorized":
+        return len(loops) - 1
+    lin = cg.simp.linear(cg.simp.simplify(index))
+    for k in range(len(loops) - 1, -1, -1):
+        if loops[k].kind in ("serial", "unrolled") and any(
+                atom is loops[k].var and coef == 1 for coef, atom in lin.terms.values()):
+            return k
+        if loops[k].kind != "unrolled":
+            return None
+    return None
+
+
+def _tile_index(cg: CCodegen, index: PrimExpr, loops: tuple[For, ...], lane_at: int,
+                lanes: int) -> bool:
     """Whether ``index`` is ``lane + multiples of lanes`` of unrolled loops and constants."""
-    lane = loops[-1].var
-    unrolled = {id(loop.var) for loop in loops[:-1] if loop.kind == "unrolled"}
+    lane = loops[lane_at].var
+    unrolled = {id(loop.var) for k, loop in enumerate(loops)
+                if loop.kind == "unrolled" and k != lane_at}
     lin = cg.simp.linear(cg.simp.simplify(index))
     if lin.const % lanes:
         return False

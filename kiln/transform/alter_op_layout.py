@@ -11,6 +11,10 @@ reading the vector width of ``Target.current()``:
 - a grouped ``nn.conv2d`` with more than one input channel per group becomes
   ``nn.contrib_conv2d_NCHWc`` with its ``groups`` (TVM's ``group_conv2d_NCHWc``), the blocks
   dividing the channels of one group (a block never straddles two groups);
+- ``nn.max_pool2d``/``nn.avg_pool2d`` of an ``NCHW`` value (not blocked by a convolution before
+  it) run in ``NCHW{c}c`` when ``c`` is a power of two of at least 4: the pooling template
+  vectorizes a window over the channel block (a 3x3 stride-2 max pool of 64 x 112 x 112: 6.7 ms
+  in ``NCHW``, scalar and branchy, 0.42 ms blocked with both conversions);
 - ``nn.dense`` of 2-d data with a constant weight ``(N, K)`` becomes ``nn.contrib_dense_pack``
   with the weight ``layout_transform(weight, "NC", "NC{n}n")``.
 
@@ -74,7 +78,14 @@ from kiln.te import dispatch as te_dispatch
 from kiln.te.dag import ComputeDAG
 from kiln.te.tensor import placeholder
 from kiln.transform.infer_type import infer_type
-from kiln.transform.layout_propagation import Held, LayoutRewriter, Rule, blocked_layout, user_hooks
+from kiln.transform.layout_propagation import (
+    Held,
+    LayoutRewriter,
+    Rule,
+    blocked_layout,
+    follow_rules,
+    user_hooks,
+)
 from kiln.transform.pass_infra import ModulePass, PassContext, PassInfo
 from kiln.transform.rewrite import call_attrs
 
@@ -375,12 +386,37 @@ def _dense_rule(target: Target) -> Rule:
     return rule
 
 
+def _pool2d_rule(target: Target) -> Rule:
+    follow = follow_rules()["pool"]
+
+    def rule(prop: LayoutRewriter, call: Call) -> Held | None:
+        """A pool of a blocked value runs blocked (as every layout-following op); a pool of an
+        ``NCHW`` value is blocked too when the channel block is a vector of at least 4 lanes."""
+        held = follow(prop, call)
+        if held is not None or te_dispatch.current_dispatchers():
+            return held
+        attrs, data = call_attrs(call), prop.tensor(call.args[0])
+        if (data is None or attrs.layout != "NCHW" or attrs.out_layout not in ("", "NCHW")
+                or not is_float(data.dtype)):
+            return None
+        block = channel_block(data.shape[1], target.vector_width(data.dtype))
+        if block < 4 or block & (block - 1):
+            return None
+        new = prop.recall(call, [prop.convert(call.args[0], "NCHW", blocked_layout(block))],
+                          attrs.replace(layout=blocked_layout(block), out_layout=""))
+        return Held(new, "NCHW", blocked_layout(block))
+
+    return rule
+
+
 def _rules(target: Target) -> dict[str, Rule]:
     """Kiln's rules, replaced per operator by the hooks users registered
     (``relay.op.register_alter_op_layout``, ``TempOpAttr(op, "FTVMAlterOpLayout", fn)``)."""
     return {
         "nn.conv2d": _conv2d_rule(target),  # conv2d(x, w) -> conv2d_NCHWc(x{ic}, w'){oc}
         "nn.dense": _dense_rule(target),  # dense(x, W) -> dense_pack(x, W')
+        # pool(x) -> pool(x{c}){c}: the windows of a channel block are vectors
+        "nn.max_pool2d": _pool2d_rule(target), "nn.avg_pool2d": _pool2d_rule(target),
         **user_hooks("FTVMAlterOpLayout"),
     }
 

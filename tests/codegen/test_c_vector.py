@@ -358,3 +358,40 @@ def test_softmax_exp_takes_the_non_positive_exp(target: str) -> None:
     m.run()
     want = scipy.special.softmax(a.astype(np.float64) * 1.5, axis=-1)
     np.testing.assert_allclose(m.get_output(0).numpy(), want, rtol=2e-6, atol=1e-30)
+
+
+@pytest.mark.requires_cc
+@pytest.mark.parametrize("target", ["c", "llvm -mcpu=znver3"])
+@pytest.mark.parametrize(("shape", "vectors"), [((2, 5, 37), 1), ((3, 4, 64), 4)])
+def test_row_reduction_partials_live_in_vector_variables(target: str, shape: tuple[int, ...],
+                                                         vectors: int) -> None:
+    """The lanes of a row reduction's ``rfactor`` accumulator (softmax's max and sum) are vector
+    variables (one per row of a 4-row tile when rows are whole vectors), updated in the row loop
+    (a partial last vector through a blend) and folded by one shuffle tree per row, instead of a
+    stack array stored and reloaded every step; NaN rows stay NaN and tails are exact."""
+    import kiln
+    from kiln import relay
+    from kiln.contrib import graph_executor
+    from kiln.ir.module import IRModule
+    from kiln.transform import PassContext
+
+    rng = np.random.default_rng(5)
+    a = (rng.standard_normal(shape) * 4).astype("float32")
+    a[0, 1, -1], a[1, 2, 3] = np.nan, np.inf
+    x = relay.var("x", shape=a.shape, dtype="float32")
+    mod = IRModule.from_expr(relay.Function([x], relay.Tuple([
+        relay.nn.softmax(x, axis=-1), relay.max(x, axis=-1)])))
+    with PassContext(opt_level=3):
+        factory = relay.build(mod, target=target)
+    text = "".join(Path(s).read_text() for s in factory.get_lib().sources)
+    for acc in ("T_softmax_maxelem_rf", "T_softmax_expsum_rf"):
+        assert f"buffer {acc} in {vectors} vector variables" in text, acc
+        assert f"{acc}[" not in text, acc  # no array left
+    m = graph_executor.GraphModule(factory["default"](kiln.cpu()))
+    m.set_input(0, a)
+    m.run()
+    e = np.exp(a.astype(np.float64) - a.max(axis=-1, keepdims=True))
+    with np.errstate(invalid="ignore"):
+        want = e / e.sum(axis=-1, keepdims=True)
+    np.testing.assert_allclose(m.get_output(0).numpy(), want, rtol=2e-6, atol=1e-30)
+    np.testing.assert_array_equal(m.get_output(1).numpy(), a.max(axis=-1))

@@ -302,6 +302,31 @@ def test_convs_that_stay_nchw(rng):
     assert not calls(after["main"], "layout_transform")
 
 
+@pytest.mark.parametrize("lanes", [8, 16])
+@pytest.mark.parametrize("pool", ["max", "avg"])
+def test_pool_of_nchw_input_runs_blocked(pool, lanes, rng):
+    """A pool whose input no convolution blocked (a graph input here) is blocked itself: the
+    template's windows are channel vectors; the relu after it stays blocked, one conversion
+    back at the output."""
+    x = relay.var("x", shape=(1, 32, 11, 10))
+    op = relay.nn.max_pool2d if pool == "max" else relay.nn.avg_pool2d
+    before = module(relay.nn.relu(op(x, (3, 3), (2, 2), padding=(1, 1))), [x])
+    after = alter(before, TARGETS[lanes])
+    check_equivalent(before, after, rng)
+    (call,) = calls(after["main"], f"nn.{pool}_pool2d")
+    assert call.attrs.layout == f"NCHW{lanes}c"
+    assert transform_pairs(after) == sorted([("NCHW", f"NCHW{lanes}c"), (f"NCHW{lanes}c", "NCHW")])
+
+
+def test_pool_of_few_channels_stays_nchw(rng):
+    x = relay.var("x", shape=(1, 6, 8, 8))  # block 2: no vector to fill
+    before = module(relay.nn.max_pool2d(x, (2, 2), (2, 2)), [x])
+    after = alter(before, TARGETS[16])
+    check_equivalent(before, after, rng)
+    assert calls(after["main"], "nn.max_pool2d")[0].attrs.layout == "NCHW"
+    assert not calls(after["main"], "layout_transform")
+
+
 def test_grouped_conv_keeps_tvms_layout_under_a_tuning_log(tmp_path, rng):
     """TVM's auto-scheduler tasks of a grouped convolution are NCHW ``group_conv2d_nchw``: with
     a log entered the convolution is left as it is (its workload key is TVM's)."""
