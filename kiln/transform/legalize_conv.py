@@ -23,13 +23,15 @@ the transposed convolutions would run on the generic default schedule. This pass
   ``C_out = m * C_in``) -> a depthwise ``conv2d`` (multiplier 1) of ``repeat(x, m, axis=1)``:
   output channel ``c * m + j`` reads input channel ``c`` either way, the weight is unchanged and
   no multiply-add is added (the repeat is a copy);
-- ``conv3d(x, w)`` (``NCDHW``/``OIDHW``, not depthwise) -> one ``conv2d`` over the depth folded
-  into the batch: output depth ``z`` reads input depths ``z * s + t * d`` (``t < k_d``), so the
-  ``k_d`` strided depth slices of the (depth-padded) input are stacked inside each group's channels
-  (``N * D_out`` images of ``groups * k_d * C_g`` channels) and the weight's depth taps join its
-  input channels (``OIDHW -> O (D I) H W``); the ``(N * D_out, O, H, W)`` result is the output in
-  ``NDCHW`` order. A conv3d reading another one's result takes that order directly, so only the
-  chain's last result is transposed back to ``NCDHW``.
+- ``conv3d(x, w)`` (``NCDHW``/``OIDHW``, no channel multiplier) -> one ``conv2d`` over the depth
+  folded into the batch: output depth ``z`` reads input depths ``z * s + t * d`` (``t < k_d``), so
+  the ``k_d`` strided depth slices of the (depth-padded) input are stacked inside each group's
+  channels (``N * D_out`` images of ``groups * k_d * C_g`` channels) and the weight's depth taps
+  join its input channels (``OIDHW -> O (D I) H W``); a depthwise conv3d (one channel a group)
+  sums ``k_d`` depthwise ``conv2d`` of the slices instead (each adds the previous one's result
+  as its epilogue). The ``(N * D_out, O, H, W)`` result is the output in ``NDCHW`` order. A
+  conv3d reading another one's result takes that order directly, so only the chain's last result
+  is transposed back to ``NCDHW``.
 
 Epilogues stay fused: an element-wise op (``relu``, ``sigmoid``, ``clip``, ``cast``, ...) or a
 broadcasting op whose other operands are per-channel (a bias, a batch norm's scale and shift) on
@@ -390,8 +392,10 @@ class _Legalizer:
         groups = int(attrs.groups)
         n, _, _, h, w = xt.shape
         o, cg, kd, kh, kw = wt.shape
-        if attrs.data_layout != "NCDHW" or attrs.kernel_layout != "OIDHW" or cg == 1 < groups:
-            return None  # depthwise (one channel a group) has no 2-d form without a sum
+        depthwise = cg == 1 < groups
+        if attrs.data_layout != "NCDHW" or attrs.kernel_layout != "OIDHW" \
+                or (depthwise and o != groups):
+            return None  # a channel multiplier
         (dpb, dpe), (hpb, hpe), (wpb, wpe) = pad_pairs(attrs.padding, 3, "nn.conv3d")
         sd, dd = int(attrs.strides[0]), int(attrs.dilation[0])
         od, oh, ow = out.shape[2:]
@@ -401,11 +405,23 @@ class _Legalizer:
         taps = [K.reshape(K.strided_slice(x, [t * dd], [t * dd + (od - 1) * sd + 1], [sd],
                                           axes=[1]), (n, od, groups, cg, h, w))
                 for t in range(kd)]
-        stacked = taps[0] if kd == 1 else K.concatenate(taps, axis=3)  # (.., group, tap, c, ..)
-        x2 = K.reshape(stacked, (n * od, groups * kd * cg, h, w))
-        w2 = K.reshape(K.transpose(self.expr(call.args[1]), (0, 2, 1, 3, 4)), (o, kd * cg, kh, kw))
-        conv = _conv2d(x2, w2, attrs, tuple(attrs.strides[1:]), (hpb, wpb, hpe, wpe),
-                       tuple(attrs.dilation[1:]), (kh, kw), o, call.source_names)
+        weight = self.expr(call.args[1])
+
+        def conv2d(x2: Expr, w2: Expr) -> Call:
+            return _conv2d(x2, w2, attrs, tuple(attrs.strides[1:]), (hpb, wpb, hpe, wpe),
+                           tuple(attrs.dilation[1:]), (kh, kw), o, call.source_names)
+
+        if depthwise:  # the depth taps summed: one depthwise conv2d each
+            convs = [conv2d(K.reshape(tap, (n * od, o, h, w)), K.reshape(
+                K.strided_slice(weight, [t], [t + 1], axes=[2]), (o, 1, kh, kw)))
+                for t, tap in enumerate(taps)]
+            conv: Expr = convs[0]
+            for c in convs[1:]:
+                conv = K.add(conv, c)
+        else:
+            stacked = taps[0] if kd == 1 else K.concatenate(taps, axis=3)  # (.., group, tap, c, ..)
+            x2 = K.reshape(stacked, (n * od, groups * kd * cg, h, w))
+            conv = conv2d(x2, K.reshape(K.transpose(weight, (0, 2, 1, 3, 4)), (o, kd * cg, kh, kw)))
         return _Deferred([conv], lambda ps: K.transpose(K.reshape(ps[0], (n, od, o, oh, ow)),
                                                         (0, 2, 1, 3, 4)),
                          out, depth_major=True)
