@@ -5,9 +5,8 @@ consumer) is held in vector-typed local variables instead of memory when :func:`
 accepts it: its size is a multiple of the vector width, and every access lies in a vectorized
 loop of that width (or a serial one over the lanes, such as the fold of an ``rfactor``
 accumulator, at least one access vectorized), at an index whose lane part is that loop's variable
-(coefficient 1) and
-whose other parts are constants or variables of *unrolled* loops inside the allocation, all
-multiples of the width. The code generator then declares ``kiln_f32x16 acc_0, acc_1, ...;``,
+(coefficient 1) and whose other parts are constants or variables of *unrolled* loops inside the
+allocation, all multiples of the width. The code generator then declares ``kiln_f32x16 acc_0, acc_1, ...;``,
 expands the unrolled loops that touch the buffer (so every index is a constant) and prints each
 access as one of those variables (``acc_3``; ``acc_3[k]`` for a single lane), which the C
 compiler keeps in registers. A schedule gets this by computing the accumulator at an outer loop
