@@ -16,6 +16,11 @@ disappears and the weight becomes ``w * s`` along its ``I`` axis (``O`` for dept
 ``relu`` (non-negative constants only) and per-channel ``add``/``subtract`` (whose term is divided
 by ``s``). Every user of the scaled value must be able to take the scale.
 
+A scale computed at run time (it reads a function parameter: an SE gate, a GRU reset gate) is
+folded only into weights with no more elements than the value it scales, since the weights are
+then rescaled (and repacked) at every run: an SE gate on a 104 x 14 x 14 activation moves onto
+the 104 x 104 weight after it, a GRU gate on a (1, 128) step output stays where it is.
+
 Both directions follow TVM's message passing: a preparation walk computes, for every node, along
 which axes a scale could be absorbed (and whether it must be non-negative), then a rewrite walk
 moves the scales. Plain layouts (``NCHW``/``NHWC``, ``OIHW``/``HWIO``, ...) and blocked ones
@@ -26,11 +31,12 @@ or depthwise convolutions, are handled, as in TVM.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import kiln.op as K
-from kiln.ir.expr import Call, Expr, Function, If, Let, Op, Tuple
+from kiln.ir.expr import Call, Expr, Function, If, Let, Op, Tuple, Var
 from kiln.ir.module import IRModule
 from kiln.ir.types import TensorType
 from kiln.ir.visitor import children, post_order, rebuild, rewrite
@@ -80,6 +86,19 @@ def _ttype(expr: Expr) -> TensorType:
     ty = tensor_type(expr)
     assert ty is not None, f"{expr._short()} is not a tensor"
     return ty
+
+
+def _elements(expr: Expr) -> int:
+    return math.prod(_ttype(expr).shape)
+
+
+def _costs_more(scale: Expr, weight_elements: int, scaled: Expr) -> bool:
+    """Whether folding ``scale`` into weights of ``weight_elements`` elements costs more than the
+    multiply of ``scaled`` it removes: a scale computed at run time (it reads a parameter: an SE
+    gate, a GRU reset gate) scales the weights at every run, so it is folded only into weights
+    no larger than the scaled value. Constant scales fold at build time, for free."""
+    runtime = any(isinstance(n, Var) for n in post_order(scale, into_functions=False))
+    return runtime and weight_elements > _elements(scaled)
 
 
 def _merge_names(*groups: tuple[str, ...]) -> tuple[str, ...]:
@@ -317,6 +336,8 @@ class _ForwardFolder:
         axes = _conv_axes(call)
         if not isinstance(data, _Scaled) or isinstance(weight, _Scaled) or axes is None:
             return None
+        if _costs_more(data.scale, _elements(call.args[1]), call.args[0]):
+            return None
         kernel_axes = axes.kernel_o if axes.depthwise else axes.kernel_i
         new_weight = _scale_weight(weight, data.scale, _ttype(call.args[1]), kernel_axes)
         return _with(call, [data.value, new_weight], _merge_names(data.names, call.source_names))
@@ -325,7 +346,8 @@ class _ForwardFolder:
     def dense(call: Call, args: list[Value]) -> Expr | None:
         """``dense(x * s, w) -> dense(x, w * s)``."""
         data, weight = args
-        if not isinstance(data, _Scaled) or isinstance(weight, _Scaled):
+        if not isinstance(data, _Scaled) or isinstance(weight, _Scaled) \
+                or _costs_more(data.scale, _elements(call.args[1]), call.args[0]):
             return None
         names = _merge_names(data.names, call.source_names)
         return _with(call, [data.value, K.multiply(weight, data.scale)], names)
@@ -407,6 +429,8 @@ class _BackwardFolder:
             squeezed = ensure_types(squeeze_to_axes(self.memo[id(scale)], data_t, scale_t, msg.axes))
             if msg.require_positive and not is_all_positive_constant(squeezed):
                 return None
+            if _costs_more(squeezed, self.weight_elements(data), old):
+                return None
             return self.absorb(data, msg, squeezed, old)
         return None
 
@@ -419,6 +443,18 @@ class _BackwardFolder:
             with_msg = [a for a in node.args if id(a) in self.messages]
             return with_msg
         return []
+
+    def weight_elements(self, root: Expr) -> int:
+        """Elements of the conv/dense weights a scale on ``root`` would be folded into."""
+        total, stack = 0, [root]
+        while stack:
+            node = stack.pop()
+            assert isinstance(node, Call)
+            if _kind(node) in ("conv", "dense"):
+                total += _elements(node.args[1])
+            else:
+                stack.extend(self.scaled_args(node))
+        return total
 
     def absorb(self, root: Expr, msg: Message, scale: Expr, multiply: Call) -> Expr:
         """``root`` (which had a single user, ``multiply``) rebuilt to include ``* scale``."""

@@ -256,3 +256,40 @@ def test_blocked_data_with_a_plain_kernel_is_left_alone(rng):
                            kernel_size=(3, 3), data_layout="NCHW2c", kernel_layout="OIHW")
     before = module(body, [x])
     assert "multiply" in ops(apply(ForwardFoldScaleAxis(), before))
+
+
+def multiply_shapes(mod) -> list[tuple[int, ...]]:
+    return [tuple(n.checked_type.shape) for n in post_order(mod["main"])
+            if isinstance(n, Call) and isinstance(n.op, Op) and n.op.name == "multiply"]
+
+
+@pytest.mark.parametrize("direction", ["backward", "forward"])
+def test_run_time_scale_folds_only_into_weights_no_larger_than_its_value(direction, rng):
+    """A scale computed from the input (an SE gate, a GRU reset gate) scales the weights at every
+    run: a GRU step's gate on a (1, 128) dense output must not rescale the 128 x 128 weight
+    (16384 multiplies and a repacking per step instead of 128), while an SE gate on a
+    (1, 16, 8, 8) activation is folded into the 16 x 16 1x1 weight next to it."""
+    h = relay.var("h", shape=(1, 128))
+    w = const(rng.normal(size=(128, 128)))
+    if direction == "backward":
+        gate = relay.sigmoid(relay.nn.dense(h, const(rng.normal(size=(128, 128)))))
+        body = relay.multiply(relay.nn.dense(h, w), gate)
+    else:
+        gate = relay.sigmoid(relay.sum(h, axis=0, keepdims=True))
+        body = relay.nn.dense(relay.multiply(h, gate), w)
+    before = module(body, [h])
+    after = apply(FoldScaleAxis(), before)
+    assert multiply_shapes(after) == [(1, 128)]  # kept on the (1, 128) value
+    assert_same_values(before, after, {"h": rng.normal(size=(1, 128)).astype("float32")})
+
+    x = relay.var("x", shape=(1, 16, 8, 8))
+    se = relay.sigmoid(relay.mean(x, axis=(2, 3), keepdims=True))
+    w1 = const(rng.normal(size=(16, 16, 1, 1)))
+    if direction == "backward":
+        body = relay.multiply(relay.nn.conv2d(x, w1, channels=16, kernel_size=(1, 1)), se)
+    else:
+        body = relay.nn.conv2d(relay.multiply(x, se), w1, channels=16, kernel_size=(1, 1))
+    before = module(body, [x])
+    after = apply(FoldScaleAxis(), before)
+    assert (1, 16, 8, 8) not in multiply_shapes(after)  # the gate scales the weight instead
+    assert_same_values(before, after, {"x": rng.normal(size=(1, 16, 8, 8)).astype("float32")})
