@@ -70,14 +70,18 @@ int32_t fused_conv2d_add_relu(void** args) {
     float T_pad[2048] __attribute__((aligned(64)));  /* global buffer, 8192 bytes */
     {
       float T_conv2d[3136] __attribute__((aligned(64)));  /* global buffer, 12544 bytes */
-      for (int32_t n_c_fused_y_fused_x_o_fused = 0; n_c_fused_y_fused_x_o_fused < 256; ++n_c_fused_y_fused_x_o_fused) {
-        if ((((((n_c_fused_y_fused_x_o_fused / 2) % 16) >= 1) && (((n_c_fused_y_fused_x_o_fused / 2) % 16) < 15)) && (((n_c_fused_y_fused_x_o_fused % 2) * 8) >= 1)) && (((((n_c_fused_y_fused_x_o_fused / 2) % 16) >= 1) && (((n_c_fused_y_fused_x_o_fused / 2) % 16) < 15)) && ((((n_c_fused_y_fused_x_o_fused % 2) * 8) + 7) < 15))) {  /* x_i_1: 8 lanes where the condition holds on all */
-          kiln_f32x8 v = *(const kiln_f32x8u*)&p0[(((((n_c_fused_y_fused_x_o_fused / 32) * 196) + (((n_c_fused_y_fused_x_o_fused / 2) % 16) * 14)) + ((n_c_fused_y_fused_x_o_fused % 2) * 8)) - 15)];
-          *(kiln_f32x8u*)&T_pad[((((n_c_fused_y_fused_x_o_fused / 32) * 256) + (((n_c_fused_y_fused_x_o_fused / 2) % 16) * 16)) + ((n_c_fused_y_fused_x_o_fused % 2) * 8))] = v;
-        } else {
-          #pragma omp simd
-          for (int32_t x_i_1 = 0; x_i_1 < 8; ++x_i_1) {
-            T_pad[(((((n_c_fused_y_fused_x_o_fused / 32) * 256) + (((n_c_fused_y_fused_x_o_fused / 2) % 16) * 16)) + ((n_c_fused_y_fused_x_o_fused % 2) * 8)) + x_i_1)] = (((((((n_c_fused_y_fused_x_o_fused / 2) % 16) >= 1) && (((n_c_fused_y_fused_x_o_fused / 2) % 16) < 15)) && ((((n_c_fused_y_fused_x_o_fused % 2) * 8) + x_i_1) >= 1)) && ((((n_c_fused_y_fused_x_o_fused % 2) * 8) + x_i_1) < 15)) ? p0[((((((n_c_fused_y_fused_x_o_fused / 32) * 196) + (((n_c_fused_y_fused_x_o_fused / 2) % 16) * 14)) + ((n_c_fused_y_fused_x_o_fused % 2) * 8)) + x_i_1) - 15)] : 0.0f);
+      for (int32_t c = 0; c < 8; ++c) {
+        for (int32_t y = 0; y < 16; ++y) {
+          for (int32_t x_o = 0; x_o < 2; ++x_o) {
+            if ((((y >= 1) && (y < 15)) && ((x_o * 8) >= 1)) && (((y >= 1) && (y < 15)) && (((x_o * 8) + 7) < 15))) {  /* x_i_1: 8 lanes where the condition holds on all */
+              kiln_f32x8 v = *(const kiln_f32x8u*)&p0[((((c * 196) + (y * 14)) + (x_o * 8)) - 15)];
+              *(kiln_f32x8u*)&T_pad[(((c * 256) + (y * 16)) + (x_o * 8))] = v;
+            } else {
+              #pragma omp simd
+              for (int32_t x_i_1 = 0; x_i_1 < 8; ++x_i_1) {
+                T_pad[((((c * 256) + (y * 16)) + (x_o * 8)) + x_i_1)] = (((((y >= 1) && (y < 15)) && (((x_o * 8) + x_i_1) >= 1)) && (((x_o * 8) + x_i_1) < 15)) ? p0[(((((c * 196) + (y * 14)) + (x_o * 8)) + x_i_1) - 15)] : 0.0f);
+              }
+            }
           }
         }
       }
@@ -85,26 +89,28 @@ int32_t fused_conv2d_add_relu(void** args) {
         fused_conv2d_add_relu__par0_ctx kiln_ctx1 = {p1, T_pad, T_conv2d};
         kiln_parallel_for(fused_conv2d_add_relu__par0, &kiln_ctx1, 448);
       }
-      for (int32_t n_o_fused_y_x_fused_o_fused = 0; n_o_fused_y_x_fused_o_fused < 400; ++n_o_fused_y_x_fused_o_fused) {
-        {  /* y_x_fused_i: 8 lanes */
-          if (((((n_o_fused_y_x_fused_o_fused % 25) * 8) + 7) < 196)) {
-            kiln_f32x8 v15 = *(const kiln_f32x8u*)&T_conv2d[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))];
-            kiln_f32x8 v16 = v15 + KILN_SPLAT(kiln_f32x8, p2[(n_o_fused_y_x_fused_o_fused / 25)]);
-            kiln_i32x8 v17 = (KILN_SPLAT(kiln_f32x8, 0.0f) > v16);
-            kiln_f32x8 v18 = KILN_SELECT(kiln_f32x8, kiln_i32x8, v17, KILN_SPLAT(kiln_f32x8, 0.0f), v16);
-            *(kiln_f32x8u*)&T_relu[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))] = v18;
-          } else {
-            kiln_i32x8 v19 = (kiln_i32x8){0, 1, 2, 3, 4, 5, 6, 7};
-            kiln_i32x8 v20 = (kiln_i32x8)((kiln_u32x8)KILN_SPLAT(kiln_i32x8, ((n_o_fused_y_x_fused_o_fused % 25) * 8)) + (kiln_u32x8)v19);
-            kiln_i32x8 v21 = v20 < KILN_SPLAT(kiln_i32x8, 196);
-            int32_t any1 = 0;
-            for (int k = 0; k < 8; ++k) any1 |= (v21[k] != 0);
-            if (any1) {
-              kiln_f32x8 v22 = kiln_mload_f32x8(&T_conv2d[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))], v21);
-              kiln_f32x8 v23 = v22 + KILN_SPLAT(kiln_f32x8, p2[(n_o_fused_y_x_fused_o_fused / 25)]);
-              kiln_i32x8 v24 = (KILN_SPLAT(kiln_f32x8, 0.0f) > v23);
-              kiln_f32x8 v25 = KILN_SELECT(kiln_f32x8, kiln_i32x8, v24, KILN_SPLAT(kiln_f32x8, 0.0f), v23);
-              kiln_mstore_f32x8(&T_relu[(((n_o_fused_y_x_fused_o_fused / 25) * 196) + ((n_o_fused_y_x_fused_o_fused % 25) * 8))], v21, v25);
+      for (int32_t o = 0; o < 16; ++o) {
+        for (int32_t y_x_fused_o = 0; y_x_fused_o < 25; ++y_x_fused_o) {
+          {  /* y_x_fused_i: 8 lanes */
+            if ((((y_x_fused_o * 8) + 7) < 196)) {
+              kiln_f32x8 v15 = *(const kiln_f32x8u*)&T_conv2d[((o * 196) + (y_x_fused_o * 8))];
+              kiln_f32x8 v16 = v15 + KILN_SPLAT(kiln_f32x8, p2[o]);
+              kiln_i32x8 v17 = (KILN_SPLAT(kiln_f32x8, 0.0f) > v16);
+              kiln_f32x8 v18 = KILN_SELECT(kiln_f32x8, kiln_i32x8, v17, KILN_SPLAT(kiln_f32x8, 0.0f), v16);
+              *(kiln_f32x8u*)&T_relu[((o * 196) + (y_x_fused_o * 8))] = v18;
+            } else {
+              kiln_i32x8 v19 = (kiln_i32x8){0, 1, 2, 3, 4, 5, 6, 7};
+              kiln_i32x8 v20 = (kiln_i32x8)((kiln_u32x8)KILN_SPLAT(kiln_i32x8, (y_x_fused_o * 8)) + (kiln_u32x8)v19);
+              kiln_i32x8 v21 = v20 < KILN_SPLAT(kiln_i32x8, 196);
+              int32_t any1 = 0;
+              for (int k = 0; k < 8; ++k) any1 |= (v21[k] != 0);
+              if (any1) {
+                kiln_f32x8 v22 = kiln_mload_f32x8(&T_conv2d[((o * 196) + (y_x_fused_o * 8))], v21);
+                kiln_f32x8 v23 = v22 + KILN_SPLAT(kiln_f32x8, p2[o]);
+                kiln_i32x8 v24 = (KILN_SPLAT(kiln_f32x8, 0.0f) > v23);
+                kiln_f32x8 v25 = KILN_SELECT(kiln_f32x8, kiln_i32x8, v24, KILN_SPLAT(kiln_f32x8, 0.0f), v23);
+                kiln_mstore_f32x8(&T_relu[((o * 196) + (y_x_fused_o * 8))], v21, v25);
+              }
             }
           }
         }
