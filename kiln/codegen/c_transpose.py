@@ -20,6 +20,10 @@ contiguous vectors (one per ``u``)::
     }
     kiln_transpose_f32x16(rows);
     for (u = 0; u < 16; ++u) *(kiln_f32x16u*)&out[... + u * 208] = rows[u];
+
+A row may also compute float arithmetic of such loads and of loads that do not move along
+``u`` (broadcasts): a 1x1 conv weight packed to ``OIHW16i16o`` at run time while it is scaled
+by a squeeze-excitation gate, ``W[o, i] * s[i]``, is one vector load and one multiply per row.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kiln.codegen.c_types import c_literal, vector_type_name
-from kiln.codegen.c_vector import linear_coef
+from kiln.codegen.c_vector import VectorBody, linear_coef
 from kiln.te import expr as E
 from kiln.te.expr import PrimExpr, const
 from kiln.te.loop_ir import BufferLoad, For, Store
@@ -41,23 +45,35 @@ __all__ = ["emit_register_transpose", "transpose_helper"]
 _DTYPES = {"float32": "int32", "int32": "int32"}  # element dtype -> its shuffle index dtype
 
 
-def _row_leaves(cg: CCodegen, value: PrimExpr, st: Store, u: E.Var, v: E.Var
-                ) -> list[BufferLoad] | None:
-    """The loads of a tile's value: a load contiguous along ``u``, a constant, or a choice
-    between such values by a condition that does not depend on ``u`` (a padded or
-    concatenated tile); None when the value is anything else."""
+# arithmetic a row computes as vectors along the tile's outer loop (a weight scaled per input
+# channel while it is packed: ``W[o, i] * s[i]``)
+_ROW_ARITH = ("add", "sub", "mul", "div", "min", "max")
+
+
+def _row_leaves(cg: CCodegen, value: PrimExpr, st: Store, u: E.Var) -> list[BufferLoad] | None:
+    """The loads of a tile's value when each row (one ``v``) computes as vectors along ``u``:
+    loads contiguous along ``u`` (or not reading along it: a broadcast), constants, float
+    arithmetic of the stored type on such values, and choices between them by conditions that
+    do not depend on ``u`` (a padded or concatenated tile); None when the value is anything
+    else."""
     choice = E.choice_parts(value)
     if choice is not None:
         cond, a, b = choice
         if u in cg.facts.vars(cond):
             return None
-        left, right = _row_leaves(cg, a, st, u, v), _row_leaves(cg, b, st, u, v)
+        left, right = _row_leaves(cg, a, st, u), _row_leaves(cg, b, st, u)
         return None if left is None or right is None else left + right
     if isinstance(value, (E.IntImm, E.FloatImm)):
         return []
+    if isinstance(value, E.Binary):
+        if value.kind not in _ROW_ARITH or not E.is_float_dtype(value.dtype) \
+                or value.dtype != st.buffer.dtype:
+            return None
+        left, right = _row_leaves(cg, value.a, st, u), _row_leaves(cg, value.b, st, u)
+        return None if left is None or right is None else left + right
     if not isinstance(value, BufferLoad) or value.dtype != st.buffer.dtype \
             or id(value.buffer) in cg.state.registers or value.buffer is st.buffer \
-            or linear_coef(cg, value.index, u) != 1:
+            or linear_coef(cg, value.index, u) not in (0, 1):
         return None
     return [value]
 
@@ -70,40 +86,43 @@ def _tile(cg: CCodegen, outer: For) -> tuple[For, Store] | None:
             or not isinstance(inner.body, Store):
         return None
     st = inner.body
-    if st.buffer.dtype not in _DTYPES or n * 32 != cg.vector_bytes * 8 \
+    if st.buffer.dtype not in _DTYPES or not 4 <= n <= cg.vector_bytes // 4 \
             or id(st.buffer) in cg.state.registers:
         return None
     u, v = outer.var, inner.var
     if linear_coef(cg, st.index, v) != 1:
         return None
-    loads = _row_leaves(cg, st.value, st, u, v)
-    if not loads or all(linear_coef(cg, ld.index, v) == 1 for ld in loads):
-        return None  # nothing read across the rows: the vector loop copies it as it is
+    loads = _row_leaves(cg, st.value, st, u)
+    if loads is None or all(linear_coef(cg, ld.index, v) in (0, 1) for ld in loads):
+        return None  # nothing gathered across the rows: the vector loop reads it as it is
     return inner, st
 
 
-def _emit_row(cg: CCodegen, value: PrimExpr, row: str, u: E.Var, vt: str) -> None:
+def _emit_row(cg: CCodegen, value: PrimExpr, row: str, u: E.Var, vt: str, lanes: int
+              ) -> None:
     """``row = value`` for one ``v``, its loads as vectors along ``u``."""
     choice = E.choice_parts(value)
     if choice is not None:
         cond, a, b = choice
         with cg.block(f"if ({cg.cond(cond)}) {{", closing=None):
-            _emit_row(cg, a, row, u, vt)
+            _emit_row(cg, a, row, u, vt, lanes)
         with cg.block("} else {"):
-            _emit_row(cg, b, row, u, vt)
-    elif isinstance(value, BufferLoad):
+            _emit_row(cg, b, row, u, vt, lanes)
+    elif isinstance(value, BufferLoad) and linear_coef(cg, value.index, u) == 1:
         offset = cg.expr(cg.simp.simplify(substitute(value.index, {u: const(0, u.dtype)})))
         cg.emit(f"{row} = *(const {vt}u*)&{value.buffer.name}[{offset}];")
-    else:
-        assert isinstance(value, (E.IntImm, E.FloatImm))
+    elif isinstance(value, (E.IntImm, E.FloatImm)):
         cg.emit(f"{row} = KILN_SPLAT({vt}, {c_literal(value.value, value.dtype)});")
+    else:  # arithmetic, or a broadcast: the vector loop's expression code along u
+        body = VectorBody(cg, u, lanes)
+        cg.emit(f"{row} = {body.as_vec(body.expr(value), value.dtype)};")
 
 
 def emit_register_transpose(cg: CCodegen, outer: For) -> bool:
     """Emit ``outer`` (a serial or unrolled loop) as a transpose through registers when it is
-    a square tile of the vector width whose store is contiguous along the inner loop and whose
-    loads are contiguous along ``outer`` (see the module docstring); False, with nothing
-    emitted, otherwise."""
+    a square tile of 4 lanes up to the vector width whose store is contiguous along the inner
+    loop and whose loads are contiguous along ``outer`` (see the module docstring); False, with
+    nothing emitted, otherwise."""
     if outer.kind not in ("serial", "unrolled"):
         return False
     tile = _tile(cg, outer)
@@ -121,7 +140,7 @@ def emit_register_transpose(cg: CCodegen, outer: For) -> bool:
     vn = cg.var_name(v)
     cg.state.var_types[id(v)] = it
     with cg.block(f"for ({it} {vn} = 0; {vn} < {n}; ++{vn}) {{"):
-        _emit_row(cg, st.value, f"{rows}[{vn}]", u, vt)
+        _emit_row(cg, st.value, f"{rows}[{vn}]", u, vt, n)
     cg.emit(f"kiln_transpose_{vt[len('kiln_'):]}({rows});")
     un = cg.var_name(u)
     cg.state.var_types[id(u)] = it

@@ -77,3 +77,25 @@ def test_concatenated_blocked_maps_to_plain_layout(target: str) -> None:
     want = np.concatenate([xa, xb], axis=1).transpose(0, 1, 4, 2, 3).reshape(1, 5 * lanes, 48)
     np.testing.assert_array_equal(out, want)
 
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("block", [4, 8])
+def test_weight_scaled_per_input_channel_while_packed(target: str, block: int) -> None:
+    """A squeeze-excitation gate folded into the next 1x1 conv's weight (FoldScaleAxis with a
+    run-time scale): ``W[o, i] * s[i]`` packed to ``OIHW{b}i{b}o`` at run time, each row one
+    vector load and one multiply before the transpose."""
+    o, i = 3 * block, 5 * block
+    w = relay.var("w", shape=(o, i, 1, 1), dtype="float32")
+    s = relay.var("s", shape=(i,), dtype="float32")
+    scaled = relay.multiply(w, relay.reshape(s, (1, i, 1, 1)))
+    packed = relay.layout_transform(scaled, "OIHW", f"OIHW{block}i{block}o")
+    lib = build_native({"pack_scaled": _typed([w, s], packed)}, target)
+    assert any("transpose through registers" in Path(src).read_text() for src in lib.sources)
+    rng = np.random.default_rng(2)
+    xw = rng.standard_normal((o, i, 1, 1)).astype("float32")
+    xs = rng.standard_normal(i).astype("float32")
+    out = np.zeros((3, 5, 1, 1, block, block), "float32")
+    lib.kernel("pack_scaled")(xw, xs, out)
+    want = (xw * xs[None, :, None, None]).reshape(3, block, 5, block).transpose(0, 2, 3, 1)
+    np.testing.assert_array_equal(out, want.reshape(3, 5, 1, 1, block, block))
