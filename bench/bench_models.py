@@ -1,4 +1,4 @@
-"""End-to-end benchmark: Kiln against onnxruntime on five models, batch 1, float32.
+"""End-to-end benchmark: Kiln against onnxruntime on the benchmark models, batch 1, float32.
 
 Usage (from the repository root)::
 

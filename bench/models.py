@@ -18,7 +18,7 @@ name                    builder                                  GFLOP  inputs
                         hidden 128                                      ``h`` (1,1,128)
 ======================  =======================================  =====  =====================
 
-The first five are written node by node (``models_cnn``, ``models_transformer``); the last six
+The first five are written node by node (``models_cnn``, ``models_transformer``); the last seven
 are PyTorch modules exported by PyTorch's own exporter (``models_real``; they need torch).
 
 GFLOP counts 2 x the multiply-accumulates of Conv, Gemm and MatMul (``PERFORMANCE.md``), and

@@ -34,7 +34,7 @@ from kiln.te.expr import PrimExpr, Var
 from kiln.te.loop_state import State
 from kiln.te.simplify import Simplifier
 from kiln.te.tensor import ComputeOp
-from kiln.te.visit import post_order, substitute
+from kiln.te.visit import children, post_order, substitute
 
 __all__ = ["PARALLEL_MIN_WORK", "default_schedule", "inline_injective", "is_output", "vector_lanes"]
 
@@ -162,6 +162,10 @@ def _schedule_injective(state: State, sid: int, op: ComputeOp, bodies: tuple[Pri
     for d in op.shape:
         size *= d
     clean = max(1, _clean_suffix(op, bodies))
+    splits = _division_splits(op, bodies, n - clean)
+    for d in sorted(splits, reverse=True):  # later axes first: earlier indices stay put
+        state.split(sid, d, [splits[d]])
+    n += len(splits)
     if clean > 1:
         state.fuse(sid, list(range(n - clean, n)))
     inner_pos = n - clean
@@ -186,6 +190,35 @@ def _schedule_injective(state: State, sid: int, op: ComputeOp, bodies: tuple[Pri
         state.parallel(sid, 0)
     if vectorized:
         state.vectorize(sid, len(state.stages[sid].iters) - 1)
+
+
+def _division_splits(op: ComputeOp, bodies: tuple[PrimExpr, ...], count: int) -> dict[int, int]:
+    """``{axis: f}`` for those of the first ``count`` axes that the stage reads only through
+    ``floordiv(axis, f)`` and ``floormod(axis, f)`` (a depth-to-space's decomposition of an
+    output coordinate): split by ``f``, its loop variables are those two values and no index
+    divides (DBNet's blocked depth-to-space, 9.8 MB: 478 -> 320 us). Nothing where the innermost
+    axis gathers: a transpose gets its tile from :func:`_transpose_tile` instead."""
+    out: dict[int, int] = {}
+    simp = Simplifier({iv.var: (0, int(d) - 1) for iv, d in zip(op.axis, op.shape)})
+    if not all(_steps_by_one(simp, list(ld.indices), op.axis[-1].var) for b in bodies
+               for ld in post_order(b) if isinstance(ld, E.TensorLoad)):
+        return out
+    nodes = [n for b in bodies for n in post_order(b)]
+    for d in range(count):
+        var, extent = op.axis[d].var, int(op.shape[d])
+        factors: set[int] = set()
+        plain = any(b is var for b in bodies)
+        for node in nodes:
+            if isinstance(node, E.Binary) and node.kind in ("floordiv", "floormod") \
+                    and node.a is var and isinstance(node.b, E.IntImm):
+                factors.add(node.b.value)
+            else:
+                plain = plain or any(c is var for c in children(node))
+        if len(factors) == 1 and not plain:
+            f = factors.pop()
+            if 1 < f < extent and extent % f == 0:
+                out[d] = f
+    return out
 
 
 # Chunks of the parallel loop per usable CPU that balance the work well enough.
