@@ -34,6 +34,7 @@ import numpy as np
 from kiln.codegen.c_masked import INTRINSICS_INCLUDE, masked_helpers
 from kiln.codegen.c_narrow import NARROW_CALLS, legalize_narrow
 from kiln.codegen.c_parallel import emit_parallel_loop
+from kiln.codegen.c_prefetch import emit_next_tile_prefetch, prefetch_rows
 from kiln.codegen.c_prelude import (
     NARROW_PRELUDE,
     SCALAR_PRELUDE,
@@ -193,6 +194,8 @@ class FunctionState:
     # chunk functions of the parallel loops (emitted before the kernel)
     outlined: list[str] = field(default_factory=list)
     n_parallel: int = 0
+    # id(var) -> extent of the loops around the statement being written
+    extents: dict[int, int] = field(default_factory=dict)
 
 
 class CCodegen:
@@ -525,8 +528,12 @@ class CCodegen:
             self.emit(f"#pragma GCC unroll {min(s.extent, 64)}")
         elif kind == "vectorized" and _simd_safe(s):
             self.emit("#pragma omp simd")
+        f.extents[id(s.var)] = s.extent
         with self.block(f"for ({it} {var} = 0; {var} < {s.extent}; ++{var}) {{"):
             f.loop_depth += 1
+            rows = prefetch_rows(s)
+            if rows is not None:
+                emit_next_tile_prefetch(self, s, rows)
             self.stmt(s.body)
             f.loop_depth -= 1
 

@@ -166,6 +166,7 @@ def emit_parallel_loop(cg: CCodegen, loop: For) -> bool:
                 cg.emit(f"const {it} {cg.var_name(x.var)} = ({it})({value});")
         for x in nest:
             f.var_types[id(x.var)] = it
+            f.extents[id(x.var)] = x.extent
         f.in_parallel, f.loop_depth = True, f.loop_depth + len(nest)
         cg.stmt(body)
     f.lines.append("}")

@@ -21,6 +21,7 @@ from kiln.te.expr import PrimExpr, Var
 
 __all__ = [
     "FOR_KINDS",
+    "PREFETCH_NEXT_TILE",
     "THREAD_KINDS",
     "Allocate",
     "Buffer",
@@ -126,9 +127,16 @@ class Stmt:
         return "\n".join(lines)
 
 
+# Pragma of a reduction loop inside a parallel loop over (channel tile, row) chunks, with the
+# number of row chunks a tile has: each iteration also prefetches its chunk's share of what the
+# same iteration reads, from the buffers that index the tile, one tile ahead (C target only).
+PREFETCH_NEXT_TILE = "prefetch_next_tile"
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class For(Stmt):
-    """``for var in range(extent)``, run as ``kind``; ``pragmas`` carry unroll hints."""
+    """``for var in range(extent)``, run as ``kind``; ``pragmas`` carry unroll and prefetch
+    hints."""
 
     var: Var
     extent: int

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from kiln.errors import TuningLogError
 from kiln.te import expr as E
 from kiln.te.expr import const
+from kiln.te.loop_ir import PREFETCH_NEXT_TILE
 from kiln.te.loop_state import (
     AnsorStage,
     ComputeAtKind,
@@ -242,7 +243,9 @@ class PragmaStep(Step):
             return 0  # atoi of a non-number
 
     def apply_to_state(self, state: State, dag: Any) -> None:
-        """Record the unroll limit on the stage (or drop a ``debug_skip_region`` attachment)."""
+        """Record the unroll limit on the stage (or drop a ``debug_skip_region`` attachment);
+        Kiln's ``prefetch_next_tile$<rows>`` changes nothing in the state (see
+        :mod:`kiln.codegen.c_prefetch`)."""
         _stage(state, self.stage_id, self)
         if self.pragma_type == "debug_skip_region":
             state.attach_map.delete_stage(self.stage_id)
@@ -250,6 +253,9 @@ class PragmaStep(Step):
             stage = state.stages[self.stage_id]
             attrs = type(stage.attrs)(self._max_step(), stage.attrs.storage_offset)
             state.update_stage(self.stage_id, attrs=attrs)
+        elif self.pragma_type.startswith(PREFETCH_NEXT_TILE + "$"):
+            if self._max_step() < 1:
+                raise TuningLogError(f"step {self.to_record()}: the row count is missing")
         else:
             raise TuningLogError(f"step {self.to_record()}: unsupported pragma "
                                  f"{self.pragma_type!r}")
@@ -262,6 +268,8 @@ class PragmaStep(Step):
                 axis = stage.leaf_iter_vars[self.iter_id]
                 stage.pragma(axis, "auto_unroll_max_step", self._max_step())
                 stage.pragma(axis, "unroll_explicit", True)
+        elif self.pragma_type.startswith(PREFETCH_NEXT_TILE + "$"):
+            stage.pragma(_axis(stage, self.iter_id, self), PREFETCH_NEXT_TILE, self._max_step())
         else:
             stage.pragma(_axis(stage, self.iter_id, self), self.pragma_type)
 

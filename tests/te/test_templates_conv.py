@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -140,6 +141,9 @@ CONV_CASES = [
     _case(1, 12, (7, 7), 12, 3, 1, 1, 1, 3, 3, "bias_relu"),            # blocks of 3 (scalar)
     _case(1, 16, (7, 7), 128, 3, 1, 1, 1, 8, 8, "bias_relu"),           # AVX2: 2 blocks x column
     _case(1, 16, (6, 20), 24, 3, 1, 1, 1, 8, 8, "bias_relu"),           # AVX2: 3 blocks, 1 x 10
+    # weights beyond L2 (2.4 MB, 0.9 MB): channel tiles outside rows, next tile prefetched
+    _case(1, 256, (7, 7), 256, 3, 1, 1, 1, 16, 16, "bias_residual_relu"),
+    _case(2, 160, (5, 5), 160, 3, 1, 1, 1, 16, 16, "bias_relu"),        # prefetch across batch
     # grouped (group_conv2d_NCHWc): blocks inside the groups
     _case(1, 32, (14, 14), 64, 3, 1, 1, 1, 16, 16, "bias_relu", groups=2),
     _case(1, 32, (9, 9), 32, 3, 2, 1, 1, 4, 4, "bias_relu", groups=8),  # ResNeXt: 4 per group
@@ -382,6 +386,17 @@ def test_rows_run_outside_channel_tiles_when_the_weights_stay_in_l2(channels: in
     assert state is not None
     fused = "n@oh.0@oc_chunk.0@" if rows_outer else "n@oc_chunk.0@oh.0@"
     assert f"parallel {fused} " in str(state)
+    # channel tiles outside: each row chunk of a tile (14 rows in tiles of oh_t) prefetches its
+    # share of the next tile's weights
+    prefetch = [step.to_record()[3] for step in state.transform_steps
+                if step.to_record()[0] == "PR" and "prefetch" in step.to_record()[3]]
+    row_chunks = [f"prefetch_next_tile${14 // oh_t}" for oh_t in (1, 2, 7, 14)]
+    assert prefetch == [] if rows_outer else (len(prefetch) == 1 and prefetch[0] in row_chunks)
+    if rows_outer:
+        return
+    lib = build_native({"conv512": func})
+    source = "".join(Path(s).read_text() for s in lib.sources)
+    assert "__builtin_prefetch" in source and "the next channel tile's weights" in source
 
 
 @pytest.mark.parametrize("groups", [1, 8, 16])
