@@ -321,7 +321,8 @@ def _conv2d_rule(target: Target) -> Rule:
             ic, oc = channel_block(c_in, lanes), channel_block(c_out, lanes)
             if te_dispatch.current_dispatchers():
                 ic, oc = _tvm_blocks_in_log(attrs, data, weight, (ic, oc))
-            elif isinstance(weight_expr, Constant):
+            elif isinstance(weight_expr, Constant) and data.shape[2] * data.shape[3] > 1:
+                # (over one pixel, a squeeze-excitation's fc, the weights bind, not the lanes)
                 padded = conv_padded_channels(c_out, lanes)
             if padded != c_out:  # zero filters, packed once at build time
                 weight_expr = K.nn.pad(weight_expr, ((0, padded - c_out), (0, 0), (0, 0), (0, 0)))

@@ -310,6 +310,18 @@ def test_narrow_output_blocks_are_padded_to_whole_vectors(channels, lanes, padde
     assert conv.attrs.channels == padded
 
 
+def test_conv_over_one_pixel_is_not_padded(rng):
+    """A squeeze-excitation's fc as a 1x1 conv over one pixel is bound by its weights: padding
+    it only added a slice kernel (RegNetY's gates, 2 -> 23 us)."""
+    x = relay.var("x", shape=(1, 16, 1, 1))
+    w = relay.const(rng.standard_normal((24, 16, 1, 1)).astype("float32"))
+    before = module(relay.sigmoid(relay.nn.conv2d(x, w)))
+    after = alter(before, TARGETS[16])
+    check_equivalent(before, after, rng)
+    (conv,) = calls(after["main"], "nn.contrib_conv2d_NCHWc")
+    assert conv.attrs.channels == 24 and not calls(after["main"], "strided_slice")
+
+
 @pytest.mark.parametrize("case", ["stem-ic3", "stride2-asym-pad", "depthwise"])
 def test_variable_weight_is_transformed_at_run_time(case, rng):
     before = single_conv(case, rng, const_weight=False)
