@@ -68,8 +68,7 @@ def emit_next_tile_prefetch(cg: CCodegen, loop: For, rows: int) -> None:
     blocks: dict[tuple[str, object], tuple[BufferLoad, PrimExpr, int, Var]] = {}
     for load in loads.values():
         var = _tile_var(load.index, rows)
-        extent = cg.state.extents.get(id(var)) if var is not None else None
-        if var is None or extent is None or id(load.buffer) in cg.state.registers:
+        if var is None or id(var) not in cg.state.extents or id(load.buffer) in cg.state.registers:
             continue
         ahead = substitute(load.index, {var: var + rows})
         used = [s for s in unrolled if s.var in cg.facts.vars(ahead)]
