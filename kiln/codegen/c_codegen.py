@@ -194,8 +194,8 @@ class FunctionState:
     # chunk functions of the parallel loops (emitted before the kernel)
     outlined: list[str] = field(default_factory=list)
     n_parallel: int = 0
-    # id(var) -> extent of the loops around the statement being written
-    extents: dict[int, int] = field(default_factory=dict)
+    # (variable, extent) of the loops around the statement being written, outermost first
+    loops: list[tuple[Var, int]] = field(default_factory=list)
 
 
 class CCodegen:
@@ -528,13 +528,14 @@ class CCodegen:
             self.emit(f"#pragma GCC unroll {min(s.extent, 64)}")
         elif kind == "vectorized" and _simd_safe(s):
             self.emit("#pragma omp simd")
-        f.extents[id(s.var)] = s.extent
         with self.block(f"for ({it} {var} = 0; {var} < {s.extent}; ++{var}) {{"):
             f.loop_depth += 1
             rows = prefetch_rows(s)
             if rows is not None:
                 emit_next_tile_prefetch(self, s, rows)
+            f.loops.append((s.var, s.extent))
             self.stmt(s.body)
+            f.loops.pop()
             f.loop_depth -= 1
 
     def _expands(self, s: For) -> bool:

@@ -166,9 +166,10 @@ def emit_parallel_loop(cg: CCodegen, loop: For) -> bool:
                 cg.emit(f"const {it} {cg.var_name(x.var)} = ({it})({value});")
         for x in nest:
             f.var_types[id(x.var)] = it
-            f.extents[id(x.var)] = x.extent
         f.in_parallel, f.loop_depth = True, f.loop_depth + len(nest)
+        f.loops.extend((x.var, x.extent) for x in nest)
         cg.stmt(body)
+        del f.loops[len(f.loops) - len(nest):]
     f.lines.append("}")
     f.outlined.append("\n".join(f.lines) + "\n")
     f.lines, f.indent, f.in_parallel, f.loop_depth = saved
