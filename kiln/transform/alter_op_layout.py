@@ -329,16 +329,16 @@ def _conv2d_rule(target: Target) -> Rule:
             out_bn = oc if padded == c_out else channel_block(padded, lanes)
             name, kernel_layout = "nn.contrib_conv2d_NCHWc", f"OIHW{ic}i{out_bn}o"
         elif attrs.groups == c_in == c_out and weight.shape[1] == 1:
-            ic = oc = channel_block(c_out, lanes)
+            ic = oc = out_bn = channel_block(c_out, lanes)
             name, kernel_layout = "nn.contrib_depthwise_conv2d_NCHWc", f"OIHW1i{oc}o"
         elif not te_dispatch.current_dispatchers() and weight.shape[1] > 1:
             # blocks inside the groups; a log's tasks are TVM's NCHW group_conv2d
             ic = channel_block(c_in // attrs.groups, lanes)
-            oc = channel_block(c_out // attrs.groups, lanes)
+            oc = out_bn = channel_block(c_out // attrs.groups, lanes)
             name, kernel_layout = "nn.contrib_conv2d_NCHWc", f"OIHW{ic}i{oc}o"
         else:
             return None
-        computed = blocked_layout(oc if padded == c_out else channel_block(padded, lanes))
+        computed = blocked_layout(out_bn)
         new_attrs = attrs.replace(channels=padded, kernel_size=tuple(weight.shape[2:]),
                                   data_layout=blocked_layout(ic), kernel_layout=kernel_layout,
                                   out_layout=computed)
