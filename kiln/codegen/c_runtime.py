@@ -9,9 +9,16 @@ Thread pool
 A parallel loop of ``n`` iterations is a call ``kiln_parallel_for(fn, ctx, n)``: the code
 generator outlines the loop body into ``static void fn(void* ctx, int64_t begin, int64_t end)``
 and passes the variables it reads in a context struct. The call cuts ``[0, n)`` into
-``KILN_CHUNKS_PER_THREAD`` contiguous chunks per thread (at most ``n``) and publishes them as one
-job: a 64-bit word holding the job's generation and the next unclaimed chunk. The calling thread
-and the workers claim chunks from it with a compare-and-swap until none is left, so
+one home range per thread of the team, in order and as equal as whole iterations allow: thread 0
+(the caller) the first, worker 1 the next, and so on; each range is cut into
+``KILN_CHUNKS_PER_THREAD`` chunks (fewer when it has fewer iterations). A range's claims are one
+64-bit word, the job's generation and the range's first and last unclaimed chunk. A thread
+claims the chunks of its own range from the front with a compare-and-swap; when none is left it
+takes chunks of the other ranges from their back. So a thread computes the same part of every
+loop (the rows the previous kernel's loop left in its own cache, the weights its prefetches
+brought into its own L2), the threads' shares differ by one iteration at most (28 iterations in
+chunks of 4 had left one thread 16 of them), and
+
 
 * the caller never waits for a worker that has not claimed a chunk: when a worker is descheduled
   (another process holds its core) the caller runs the remaining chunks itself, and only waits
@@ -89,13 +96,12 @@ typedef struct {
   pthread_mutex_t lock;
   pthread_cond_t wake;      /* idle workers sleep here */
   pthread_cond_t finished;  /* the caller sleeps here for chunks still running elsewhere */
-  uint64_t state;           /* generation << 32 | next chunk to claim */
+  uint64_t state;           /* generation << 32 of the last job published */
   uint32_t params_gen;      /* generation of the job parameters below (0 while written) */
   kiln_task_fn fn;
   void* ctx;
   int64_t n;
-  int64_t chunk;
-  uint32_t nchunks;
+  uint32_t nchunks;         /* chunks of all the ranges */
   int32_t team;             /* threads taking part, the caller included */
   uint32_t done;            /* chunks of the current job finished */
   int32_t sleepers;         /* workers waiting on `wake` */
@@ -112,6 +118,10 @@ typedef struct {
 static kiln_pool_t kiln__pool = {
   PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER
 };
+/* Thread t's home range of the current job: generation << 32 | first << 16 | end (unclaimed
+   chunks first .. end-1), one cache line each. */
+typedef struct { uint64_t word; char pad[56]; } kiln_range_t;
+static kiln_range_t kiln__ranges[KILN_MAX_WORKERS + 1] __attribute__((aligned(64)));
 /* Non-zero on a thread running a chunk: a parallel loop reached from there runs serially. */
 static __thread int32_t kiln__in_task;
 
@@ -165,14 +175,27 @@ static void kiln__chunk_done(kiln_pool_t* p, uint32_t nchunks) {
   }
 }
 
-/* Claim and run chunks of job `gen` until none is left (or the job is another one); returns
-   how many this thread ran. */
+/* Claim a chunk of range `t` of job `gen`: its first when `front`, else its last; -1 when the
+   range is empty (or belongs to another job). */
+static int64_t kiln__claim(uint32_t gen, int32_t t, int32_t front) {
+  uint64_t word = __atomic_load_n(&kiln__ranges[t].word, __ATOMIC_ACQUIRE);
+  for (;;) {
+    uint32_t first = (uint32_t)(word >> 16) & 0xffffu, end = (uint32_t)word & 0xffffu;
+    if ((uint32_t)(word >> 32) != gen || first >= end) return -1;
+    uint64_t next = front ? word + (1u << 16) : word - 1;
+    if (__atomic_compare_exchange_n(&kiln__ranges[t].word, &word, next, 1, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+      return front ? first : end - 1;
+  }
+}
+
+/* Run chunks of job `gen` as thread `index` of its team: its own range first, then what is left
+   of the others; returns how many this thread ran. */
 static uint32_t kiln__run_chunks(kiln_pool_t* p, uint32_t gen, int32_t index) {
   uint32_t params_gen = __atomic_load_n(&p->params_gen, __ATOMIC_ACQUIRE);
   kiln_task_fn fn = __atomic_load_n(&p->fn, __ATOMIC_RELAXED);
   void* ctx = __atomic_load_n(&p->ctx, __ATOMIC_RELAXED);
   int64_t n = __atomic_load_n(&p->n, __ATOMIC_RELAXED);
-  int64_t chunk = __atomic_load_n(&p->chunk, __ATOMIC_RELAXED);
   uint32_t nchunks = __atomic_load_n(&p->nchunks, __ATOMIC_RELAXED);
   int32_t team = __atomic_load_n(&p->team, __ATOMIC_RELAXED);
   __atomic_thread_fence(__ATOMIC_ACQUIRE);
@@ -180,19 +203,18 @@ static uint32_t kiln__run_chunks(kiln_pool_t* p, uint32_t gen, int32_t index) {
       index >= team)
     return 0;
   uint32_t ran = 0;
-  uint64_t word = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
-  for (;;) {
-    if ((uint32_t)(word >> 32) != gen || (uint32_t)word >= nchunks) return ran;
-    if (!__atomic_compare_exchange_n(&p->state, &word, word + 1, 1, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_ACQUIRE))
-      continue;  /* `word` now holds the current value */
-    int64_t begin = (int64_t)(uint32_t)word * chunk;
-    int64_t end = n - begin < chunk ? n : begin + chunk;
-    fn(ctx, begin, end);
-    kiln__chunk_done(p, nchunks);
-    ran += 1;
-    word = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+  for (int32_t k = 0; k < team; ++k) {
+    int32_t t = index + k < team ? index + k : index + k - team;
+    int64_t lo = n * t / team, size = n * (t + 1) / team - lo;
+    int64_t parts = size < KILN_CHUNKS_PER_THREAD ? size : KILN_CHUNKS_PER_THREAD;
+    int64_t c;
+    while ((c = kiln__claim(gen, t, k == 0)) >= 0) {
+      fn(ctx, lo + size * c / parts, lo + size * (c + 1) / parts);
+      kiln__chunk_done(p, nchunks);
+      ran += 1;
+    }
   }
+  return ran;
 }
 
 /* Wait until a job newer than `seen` is published: spin a while, then sleep. */
@@ -320,9 +342,13 @@ void kiln_parallel_for(kiln_task_fn fn, void* ctx, int64_t n) {
     fn(ctx, 0, n);
     return;
   }
-  int64_t wanted = (int64_t)team * KILN_CHUNKS_PER_THREAD;
-  int64_t chunk = (n + wanted - 1) / wanted;
-  uint32_t nchunks = (uint32_t)((n + chunk - 1) / chunk);
+  uint64_t parts[KILN_MAX_WORKERS + 1];  /* chunks of each thread's range */
+  uint32_t nchunks = 0;
+  for (int32_t t = 0; t < team; ++t) {
+    int64_t size = n * (t + 1) / team - n * t / team;
+    parts[t] = (uint64_t)(size < KILN_CHUNKS_PER_THREAD ? size : KILN_CHUNKS_PER_THREAD);
+    nchunks += (uint32_t)parts[t];
+  }
   uint32_t gen = ++p->gen;
   if (gen == 0) gen = ++p->gen;
   __atomic_store_n(&p->params_gen, 0, __ATOMIC_RELAXED);
@@ -330,11 +356,12 @@ void kiln_parallel_for(kiln_task_fn fn, void* ctx, int64_t n) {
   __atomic_store_n(&p->fn, fn, __ATOMIC_RELAXED);
   __atomic_store_n(&p->ctx, ctx, __ATOMIC_RELAXED);
   __atomic_store_n(&p->n, n, __ATOMIC_RELAXED);
-  __atomic_store_n(&p->chunk, chunk, __ATOMIC_RELAXED);
   __atomic_store_n(&p->nchunks, nchunks, __ATOMIC_RELAXED);
   __atomic_store_n(&p->team, team, __ATOMIC_RELAXED);
   __atomic_store_n(&p->params_gen, gen, __ATOMIC_RELEASE);
   __atomic_store_n(&p->done, 0, __ATOMIC_RELAXED);
+  for (int32_t t = 0; t < team; ++t)
+    __atomic_store_n(&kiln__ranges[t].word, (uint64_t)gen << 32 | parts[t], __ATOMIC_RELAXED);
   __atomic_store_n(&p->state, (uint64_t)gen << 32, __ATOMIC_SEQ_CST);
   if (__atomic_load_n(&p->sleepers, __ATOMIC_SEQ_CST) > 0) {
     pthread_mutex_lock(&p->lock);

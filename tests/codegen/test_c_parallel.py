@@ -114,6 +114,29 @@ def test_results_do_not_depend_on_the_thread_count(pool_lib: tuple[NativeLibrary
     np.testing.assert_allclose(out, e / e.sum(axis=1, keepdims=True), rtol=2e-6, atol=1e-9)
 
 
+def _count_kernel(name: str, n: int) -> PrimFunc:
+    """out[i] += 1 over a parallel loop of n iterations: an iteration run twice or never shows."""
+    i = te.var("i")
+    out = Buffer("out", "float32", (n,), kind="output")
+    return PrimFunc(name, [out], For(i, n, "parallel",
+                                     Store(out, i, BufferLoad(out, i, "float32") + E.const(1.0))))
+
+
+def test_every_iteration_runs_once_whatever_the_split() -> None:
+    """The pool gives each thread a home range of n / threads iterations (one more for some)
+    in up to 4 chunks and lets idle threads take the others' chunks: with fewer iterations
+    than threads, uneven shares and many threads, each iteration still runs exactly once."""
+    sizes = (2, 3, 5, 7, 8, 9, 28, 37, 1001)
+    lib, _ = _library([_count_kernel(f"count{n}", n) for n in sizes], "pool_count_test")
+    for threads in (2, 3, 8):
+        lib.set_num_threads(threads)
+        for n in sizes:
+            out = np.zeros(n, np.float32)
+            for _ in range(5):
+                lib.kernel(f"count{n}")(out)
+            np.testing.assert_array_equal(out, np.full(n, 5.0, np.float32))
+
+
 def test_thread_count_setter_and_default(pool_lib: tuple[NativeLibrary, str]) -> None:
     import ctypes
 
