@@ -19,6 +19,7 @@ from kiln.auto_scheduler.measure_record import save_records
 from kiln.te.lower import lower
 from kiln.te.steps import SplitStep
 from kiln.te.templates import TargetInfo, apply_template
+from kiln.te.templates.conv2d import choose_register_tile
 
 pytestmark = pytest.mark.requires_cc
 
@@ -87,7 +88,10 @@ def test_features_are_finite_rows_per_store_and_fast() -> None:
     assert np.isfinite(feats).all()
     row = dict(zip(FEATURE_NAMES, feats[1]))
     assert row["vec_len"] == pytest.approx(math.log2(17)) and row["vec_pos_inner"] == 1
-    assert row["float_mul"] == pytest.approx(math.log2(1 + 56 * 56 * 64 * 64 * 9))
+    # loop trips: a row's partial last register tile counts whole (its guard is not modelled)
+    ow_t = choose_register_tile(4, 56, 56, 28, 1, 2, issue_bound=True).ow_t
+    columns = -(-56 // ow_t) * ow_t
+    assert row["float_mul"] == pytest.approx(math.log2(1 + 56 * columns * 64 * 64 * 9))
     assert per_state < 0.05
     # an invalid state has no features
     bad = dag.init_state

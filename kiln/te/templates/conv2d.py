@@ -214,7 +214,8 @@ def register_budget(target: TargetInfo) -> int:
 
 def choose_register_tile(oc_chunks: int, oh: int, ow: int, budget: int, outer: int,
                          num_threads: int, max_oc_t: int = 4,
-                         load_bound: bool | None = None) -> RegisterTile:
+                         load_bound: bool | None = None, issue_bound: bool = False
+                         ) -> RegisterTile:
     """The register tile of a blocked convolution's output.
 
     Parameters
@@ -235,6 +236,10 @@ def choose_register_tile(oc_chunks: int, oh: int, ow: int, budget: int, outer: i
         with 16 vector registers. The convolution template asks for it too when its channel
         block is narrower than the machine's vectors (8 lanes with AVX-512: two multiply-adds
         a cycle, each wanting its loads).
+    issue_bound : bool
+        Whether the tile's multiply-adds each use one broadcast input and share weight vectors
+        (a convolution, not a depthwise one) on a machine with 32 vector registers: then the
+        tile is chosen by its issue rate (see :func:`_issue_bound_tile`).
 
     Returns
     -------
@@ -247,6 +252,8 @@ def choose_register_tile(oc_chunks: int, oh: int, ow: int, budget: int, outer: i
         tile = _load_bound_tile(oc_chunks, oh, ow, budget, outer, num_threads, max_oc_t)
         if tile is not None:
             return tile
+    elif issue_bound:
+        return _issue_bound_tile(oc_chunks, oh, ow, budget, outer, num_threads, max_oc_t)
     best: tuple[tuple[float, ...], RegisterTile] | None = None
     ow_cands = [d for d in divisors(ow) if d <= budget]
     if ow > budget and max(ow_cands) * 2 <= budget:
@@ -313,6 +320,64 @@ def _load_bound_tile(oc_chunks: int, oh: int, ow: int, budget: int, outer: int,
         if single is not None and single.ow_t > best.ow_t:
             return single
     return best
+
+
+# A core with 32 vector registers issues two vector multiply-adds and two vector loads a cycle
+# (Zen 4 issues one 512-bit multiply-add a cycle: the model then only overestimates the loads).
+_FMA_PIPES = 2
+# Multiply-adds a step of the reduction needs to keep those pipes busy: two per pipe and cycle of
+# the 4-cycle latency, with slack (tiles of 8 accumulators measured far below the peak).
+_MIN_STEP_FMAS = 12
+# Issue slots a tile's reduction step spends per input row beyond its loads and multiply-adds
+# (loop and address arithmetic, a row's padding test): more, narrower tiles cost more, and so do
+# taller ones (CRNN's 3x3 convs over 4 x 80 outputs: 2 rows x 3 columns x 4 blocks 10-18% slower
+# than 1 x 5 x 4, one Zen 5 core).
+_STEP_OVERHEAD = 2
+
+
+def _issue_bound_widths(ow: int, budget: int) -> list[int]:
+    """Tile widths of the issue-bound rule: the divisors of the row, and widths leaving a last
+    partial tile of at least half a tile in a row of at least 3 tiles (with fewer, or a sliver
+    left, the partial tile ran far below its share: 4 + 3 columns of MobileNetV2's 7 x 7 1x1
+    convs took 2.6 times as long as 7)."""
+    return [w for w in range(1, min(ow, budget) + 1)
+            if ow % w == 0 or (-(-ow // w) >= 3 and 2 * (ow % w) >= w)]
+
+
+def _issue_bound_tile(oc_chunks: int, oh: int, ow: int, budget: int, outer: int,
+                      num_threads: int, max_oc_t: int) -> RegisterTile:
+    """The tile that keeps both multiply-add pipes busiest. Per step of the reduction a tile of
+    ``c`` columns issues ``oc_t * oh_t * c`` multiply-adds and ``oc_t + oh_t * c`` loads
+    (weight vectors and broadcast pixels), :data:`_FMA_PIPES` of each a cycle, and takes at
+    least the time of :data:`_MIN_STEP_FMAS` multiply-adds (each accumulator depends on its
+    previous step); a row's last tile computes its valid columns only. Useful multiply-adds
+    over those cycles rank the tiles; ties go to the largest (fewer tiles, less loop and
+    epilogue work per output: a stem's 3-channel steps are short), then to the one reusing
+    each weight vector for the most pixels.
+
+    Measured on one Zen 5 core: ResNet-18's 64-channel 3x3 convolution at 56 x 56 ran at 243
+    GFLOP/s with 1 x 28 columns (29 loads for 28 multiply-adds), 259-267 with 2 channel blocks
+    x 8 or 12 columns (96-99% of the FMA peak); its 7x7 stem 245, 231 and 264."""
+    best: tuple[tuple[float, ...], RegisterTile] | None = None
+    for oc_t in (d for d in divisors(oc_chunks) if d <= max_oc_t):
+        for oh_t in divisors(oh):
+            for ow_t in _issue_bound_widths(ow, budget):
+                tile = RegisterTile(oc_t, oh_t, ow_t)
+                if tile.size > budget - (oc_t - 1):
+                    continue
+                # issue slots (1 / _FMA_PIPES cycle each) of one reduction step over a row
+                slots = 0
+                for start in range(0, ow, ow_t):
+                    cols = oh_t * min(ow_t, ow - start)
+                    slots += max(oc_t * cols, oc_t + cols, _MIN_STEP_FMAS) \
+                        + _STEP_OVERHEAD * oh_t
+                rate = round(oc_t * oh_t * ow / slots, 3)
+                chunks = outer * (oc_chunks // oc_t) * (oh // oh_t)
+                key = (min(chunks, 4 * num_threads), rate, -oh_t, tile.size, oh_t * ow_t)
+                if best is None or key > best[0]:
+                    best = (key, tile)
+    assert best is not None
+    return best[1]
 
 
 def _widest_load_bound(oc_chunks: int, oh: int, ow: int, budget: int, outer: int,
@@ -456,7 +521,8 @@ def schedule_conv2d_nchwc(dag: ComputeDAG, target: TargetInfo) -> State | None:
     per_group = [d for d in divisors(oc_chunks // groups) if d <= 4]
     tile = choose_register_tile(oc_chunks, oh, ow, budget, batch, target.num_threads,
                                 max_oc_t=max(per_group),
-                                load_bound=budget <= _SIXTEEN_REGISTER_BUDGET or narrow)
+                                load_bound=budget <= _SIXTEEN_REGISTER_BUDGET or narrow,
+                                issue_bound=True)
     work = math.prod(conv.shape) * _reduce_extent(conv)
     state = dag.init_state
     inline_epilogue(state, pattern)
