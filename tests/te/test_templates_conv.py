@@ -507,6 +507,17 @@ def test_wide_vector_tiles_keep_both_multiply_add_pipes_busy(oc_chunks: int, wid
     assert old.size < old.oc_t + old.oh_t * old.ow_t or tile == old
 
 
+@pytest.mark.parametrize(("oc_chunks", "width"), [(4, 64), (8, 32), (16, 16), (32, 8)])
+def test_power_of_two_widths_do_not_take_four_blocks_by_four_columns(oc_chunks: int,
+                                                                     width: int) -> None:
+    """ResNet-34 at 256 x 256: the size-first rule's 4 blocks x 4 columns (four weight streams,
+    each vector used 4 times) ran its 3x3 convs at 230-235 GFLOP/s on two Zen 5 cores; the
+    issue-bound tiles (2 x 8 to 2 x 13, 4 x 6) at 480-527."""
+    assert choose_register_tile(oc_chunks, width, width, 28, 1, 2) == RegisterTile(4, 1, 4)
+    tile = choose_register_tile(oc_chunks, width, width, 28, 1, 2, issue_bound=True)
+    assert tile.ow_t >= 6, tile
+
+
 def test_streamed_weights_are_read_once_per_row_of_seven() -> None:
     """At 7 x 7 a partial tile (5 + 2 columns) reads the weights twice per row: ResNet-18's
     512-channel 3x3 conv (9.4 MB of weights) took 1.16-1.28 ms with 4 x 5 against 0.82-0.84 with

@@ -357,7 +357,9 @@ def _issue_bound_tile(oc_chunks: int, oh: int, ow: int, budget: int, outer: int,
 
     Measured on one Zen 5 core: ResNet-18's 64-channel 3x3 convolution at 56 x 56 ran at 243
     GFLOP/s with 1 x 28 columns (29 loads for 28 multiply-adds), 259-267 with 2 channel blocks
-    x 8 or 12 columns (96-99% of the FMA peak); its 7x7 stem 245, 231 and 264."""
+    x 8 or 12 columns (96-99% of the FMA peak); its 7x7 stem 245, 231 and 264. At 256 x 256
+    (power-of-two widths) the size-first rule took 4 blocks x 4 columns, which ran ResNet-34's
+    3x3 convs at 230-235 GFLOP/s on two cores, these tiles at 480-527."""
     best: tuple[tuple[float, ...], RegisterTile] | None = None
     for oc_t in (d for d in divisors(oc_chunks) if d <= max_oc_t):
         for oh_t in divisors(oh):
