@@ -19,7 +19,6 @@ loop (the rows the previous kernel's loop left in its own cache, the weights its
 brought into its own L2), the threads' shares differ by one iteration at most (28 iterations in
 chunks of 4 had left one thread 16 of them), and
 
-
 * the caller never waits for a worker that has not claimed a chunk: when a worker is descheduled
   (another process holds its core) the caller runs the remaining chunks itself, and only waits
   for chunks already running elsewhere;

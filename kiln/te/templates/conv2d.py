@@ -355,9 +355,9 @@ def _issue_bound_tile(oc_chunks: int, oh: int, ow: int, budget: int, outer: int,
     (weight vectors and broadcast pixels), :data:`_FMA_PIPES` of each a cycle, and takes at
     least the time of :data:`_MIN_STEP_FMAS` multiply-adds (each accumulator depends on its
     previous step); a row's last tile computes its valid columns only. Useful multiply-adds
-    over those cycles rank the tiles; ties go to the largest (fewer tiles, less loop and
-    epilogue work per output: a stem's 3-channel steps are short), then to the one reusing
-    each weight vector for the most pixels.
+    over those cycles rank the tiles; ties go to the one of fewer rows, then to the largest
+    (fewer tiles, less loop and epilogue work per output: a stem's 3-channel steps are short),
+    then to the one reusing each weight vector for the most pixels.
 
     Measured on one Zen 5 core: ResNet-18's 64-channel 3x3 convolution at 56 x 56 ran at 243
     GFLOP/s with 1 x 28 columns (29 loads for 28 multiply-adds), 259-267 with 2 channel blocks
