@@ -174,6 +174,16 @@ static void kiln__chunk_done(kiln_pool_t* p, uint32_t nchunks) {
   }
 }
 
+/* Thread t's home range of a loop of n iterations over a team: its first iteration in *lo, its
+   size returned; and the chunks a range of `size` iterations is cut into. */
+static inline int64_t kiln__range(int64_t n, int32_t team, int32_t t, int64_t* lo) {
+  *lo = n * t / team;
+  return n * (t + 1) / team - *lo;
+}
+static inline int64_t kiln__parts(int64_t size) {
+  return size < KILN_CHUNKS_PER_THREAD ? size : KILN_CHUNKS_PER_THREAD;
+}
+
 /* Claim a chunk of range `t` of job `gen`: its first when `front`, else its last; -1 when the
    range is empty (or belongs to another job). */
 static int64_t kiln__claim(uint32_t gen, int32_t t, int32_t front) {
@@ -204,9 +214,7 @@ static uint32_t kiln__run_chunks(kiln_pool_t* p, uint32_t gen, int32_t index) {
   uint32_t ran = 0;
   for (int32_t k = 0; k < team; ++k) {
     int32_t t = index + k < team ? index + k : index + k - team;
-    int64_t lo = n * t / team, size = n * (t + 1) / team - lo;
-    int64_t parts = size < KILN_CHUNKS_PER_THREAD ? size : KILN_CHUNKS_PER_THREAD;
-    int64_t c;
+    int64_t lo, size = kiln__range(n, team, t, &lo), parts = kiln__parts(size), c;
     while ((c = kiln__claim(gen, t, k == 0)) >= 0) {
       fn(ctx, lo + size * c / parts, lo + size * (c + 1) / parts);
       kiln__chunk_done(p, nchunks);
@@ -341,13 +349,9 @@ void kiln_parallel_for(kiln_task_fn fn, void* ctx, int64_t n) {
     fn(ctx, 0, n);
     return;
   }
-  uint64_t parts[KILN_MAX_WORKERS + 1];  /* chunks of each thread's range */
+  int64_t lo;
   uint32_t nchunks = 0;
-  for (int32_t t = 0; t < team; ++t) {
-    int64_t size = n * (t + 1) / team - n * t / team;
-    parts[t] = (uint64_t)(size < KILN_CHUNKS_PER_THREAD ? size : KILN_CHUNKS_PER_THREAD);
-    nchunks += (uint32_t)parts[t];
-  }
+  for (int32_t t = 0; t < team; ++t) nchunks += (uint32_t)kiln__parts(kiln__range(n, team, t, &lo));
   uint32_t gen = ++p->gen;
   if (gen == 0) gen = ++p->gen;
   __atomic_store_n(&p->params_gen, 0, __ATOMIC_RELAXED);
@@ -359,8 +363,10 @@ void kiln_parallel_for(kiln_task_fn fn, void* ctx, int64_t n) {
   __atomic_store_n(&p->team, team, __ATOMIC_RELAXED);
   __atomic_store_n(&p->params_gen, gen, __ATOMIC_RELEASE);
   __atomic_store_n(&p->done, 0, __ATOMIC_RELAXED);
-  for (int32_t t = 0; t < team; ++t)
-    __atomic_store_n(&kiln__ranges[t].word, (uint64_t)gen << 32 | parts[t], __ATOMIC_RELAXED);
+  for (int32_t t = 0; t < team; ++t) {
+    uint64_t parts = (uint64_t)kiln__parts(kiln__range(n, team, t, &lo));
+    __atomic_store_n(&kiln__ranges[t].word, (uint64_t)gen << 32 | parts, __ATOMIC_RELAXED);
+  }
   __atomic_store_n(&p->state, (uint64_t)gen << 32, __ATOMIC_SEQ_CST);
   if (__atomic_load_n(&p->sleepers, __ATOMIC_SEQ_CST) > 0) {
     pthread_mutex_lock(&p->lock);
