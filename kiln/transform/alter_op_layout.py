@@ -38,7 +38,10 @@ Block sizes (``L`` = lanes of the dtype in one vector register, :meth:`Target.ve
   16-column panel on AVX2), else the largest power of two from 4 up to ``2 L`` dividing ``N``, else
   the largest divisor of ``N`` up to ``2 L`` (TVM's rule: ``N = 10`` at 4 lanes gives 5); when that
   is below 4 (a prime ``N``), the weight gets zero rows up to a multiple of ``L``
-  (:func:`dense_padded_units`) and the product is sliced back to ``N`` columns.
+  (:func:`dense_padded_units`) and the product is sliced back to ``N`` columns. A product of at
+  most 3 rows (batch 1, a recurrent step) streams its weight once: its panel is one register
+  tile's columns, up to ``8 L``, where such a width divides ``N``
+  (:func:`kiln.te.templates.dense.stream_panel`).
 
 Applying TVM's tuning logs (``with auto_scheduler.ApplyHistoryBest(log): relay.build(...)``):
 TVM's auto-scheduler tasks are TVM's layouts, and a task's workload key (the MD5 of its DAG
@@ -76,6 +79,7 @@ from kiln.op.registry import get_op_def, make_call
 from kiln.target import Target
 from kiln.te import dispatch as te_dispatch
 from kiln.te.dag import ComputeDAG
+from kiln.te.templates.dense import stream_panel
 from kiln.te.tensor import placeholder
 from kiln.transform.infer_type import infer_type
 from kiln.transform.layout_propagation import (
@@ -404,10 +408,12 @@ def _dense_rule(target: Target) -> Rule:
             return None  # the log tunes TVM's unpacked dense (T_matmul_NT)
         lanes = target.vector_width(data.dtype)
         padded = dense_padded_units(units, lanes)
+        panel = (stream_panel(padded, data.shape[0], lanes, target.vector_width("int8"))
+                 or dense_block(padded, lanes))
         weight_expr: Expr = call.args[1]
         if padded != units:  # zero rows up to whole panels; the result is sliced back
             weight_expr = K.nn.pad(weight_expr, ((0, padded - units), (0, 0)))
-        layout = f"NC{dense_block(padded, lanes)}n"
+        layout = f"NC{panel}n"
         packed = K.layout_transform(weight_expr, "NC", layout)
         attrs = DensePackAttrs(units=padded, out_dtype=call_attrs(call).out_dtype,
                                weight_layout=layout)

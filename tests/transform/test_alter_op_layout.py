@@ -564,10 +564,24 @@ def packed_dense(units: int, lanes: int, rows: int, rng: np.random.Generator) ->
 
 @pytest.mark.parametrize(("units", "lanes", "n"), [(10, 4, 5), (24, 8, 8), (32, 8, 16), (7, 4, 7)])
 def test_dense_with_constant_weight_is_packed(units, lanes, n, rng):
-    w, dense = packed_dense(units, lanes, 3, rng)
+    w, dense = packed_dense(units, lanes, 4, rng)
     assert dense.attrs.weight_layout == f"NC{n}n" and dense.attrs.units == units
     packed = dense.args[1].value
     for j in range(units):  # packed[j // n, :, j % n] == w[j, :]
+        np.testing.assert_array_equal(packed[j // n, :, j % n], w[j])
+
+
+@pytest.mark.parametrize(("units", "rows", "lanes", "n"),
+                         [(512, 1, 16, 128), (512, 3, 8, 32), (24, 1, 8, 24), (1000, 1, 16, 8),
+                          (10, 1, 4, 5)])
+def test_dense_of_few_rows_gets_one_panel_per_tile(units, rows, lanes, n, rng):
+    """A product of at most 3 rows streams its weight: the panel is as wide as the register tile
+    where such a width divides the columns (``stream_panel``), else TVM's rule (1000 classes at 16
+    lanes: 8; 10 at 4 lanes: 5, as TVM's build of the small network)."""
+    w, dense = packed_dense(units, lanes, rows, rng)
+    assert dense.attrs.weight_layout == f"NC{n}n" and dense.attrs.units == units
+    packed = dense.args[1].value
+    for j in range(units):
         np.testing.assert_array_equal(packed[j // n, :, j % n], w[j])
 
 

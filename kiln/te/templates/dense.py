@@ -56,6 +56,7 @@ __all__ = [
     "schedule_contraction",
     "schedule_dense",
     "schedule_dense_pack",
+    "stream_panel",
 ]
 
 # Compute tags of the products: ``nn.contrib_dense_pack``; ``nn.dense`` and ``nn.matmul``.
@@ -67,6 +68,10 @@ _FLOAT_DTYPES = ("float32", "float64")
 _MIN_CHAINS = 10
 # Fewer multiply-adds than this run in one thread (a parallel region costs microseconds).
 _PARALLEL_MIN_MACS = 1 << 16
+# Bytes of ``B`` one unrolled iteration of ``k`` may load. A 128 x 512 matrix-vector product from
+# L2 (Zen 5) took 1.1 us with 1 KB per iteration (one 128-column panel, ``k`` by 2) and 1.9 us
+# with 2 KB (by 4). GEMM tiles (2 vectors, 512 B by 4) keep their unroll.
+_MAX_UNROLLED_BYTES = 1024
 
 
 @dataclass(frozen=True)
@@ -268,8 +273,9 @@ def choose_gemm_tile(rows: int, cols: int, depth: int, panel: int, dtype: str,
     """
     packed = panel != cols
     width = target.lanes(dtype)
+    itemsize = target.vector_bytes // width
     lanes = _pow2_divisor(panel, width) if packed else min(width, _pow2_floor(cols))
-    budget = target.vector_registers - (8 if target.vector_registers >= 32 else 4)
+    budget = _register_budget(target)
     best: tuple[tuple[float, int, int], GemmTile] | None = None
     for vectors in range(1, 9):
         tile_cols = vectors * lanes
@@ -281,13 +287,61 @@ def choose_gemm_tile(rows: int, cols: int, depth: int, panel: int, dtype: str,
             chains = min(1.0, mr * vectors / _MIN_CHAINS)
             score = (round(rows / padded * cols / padded_cols * chains, 3), -abs(vectors - 2), mr)
             if best is None or score > best[0]:
-                best = (score, GemmTile(mr, vectors, lanes, _k_unroll(depth)))
+                best = (score, GemmTile(mr, vectors, lanes, _k_unroll(depth, vectors * lanes * itemsize)))
     assert best is not None  # one vector per row always qualifies
     return best[1]
 
 
-def _k_unroll(depth: int) -> int:
-    return 4 if depth % 4 == 0 else 2 if depth % 2 == 0 else 1
+def _k_unroll(depth: int, step_bytes: int) -> int:
+    """Steps of ``k`` unrolled: 4, 2 or 1 (dividing ``depth``), at most ``_MAX_UNROLLED_BYTES`` of
+    ``B`` loaded per unrolled iteration (``step_bytes`` per step)."""
+    for unroll in (4, 2):
+        if depth % unroll == 0 and unroll * step_bytes <= _MAX_UNROLLED_BYTES:
+            return unroll
+    return 1
+
+
+def stream_panel(units: int, rows: int, lanes: int, vector_bytes: int) -> int | None:
+    """The panel width of the packed weight of a product of at most 3 rows (a layer at batch 1,
+    a recurrent step), or None when no width below suits.
+
+    Such a product reads each weight once from the cache or memory, so its speed is that of the
+    stream: a register tile that spans one panel reads one contiguous block, where a tile over
+    several narrow panels reads one strided stream per panel. On Zen 5, a 128 x 512 float32
+    product from L2 took 1.0-1.1 us with one 128-column panel per tile against 1.9-2.0 us with
+    four 32-column panels (AVX2 code: 1.1 against 1.9 us with 64- and 16-column panels).
+
+    The panel holds one tile's columns: the most vectors, up to 8 and to what the register budget
+    allows for ``rows`` rows, whose columns divide ``units``, and at least half that bound.
+
+    Parameters
+    ----------
+    units, rows : int
+        Output columns ``N`` and rows ``M`` of the product.
+    lanes : int
+        Lanes of the dtype in one vector register.
+    vector_bytes : int
+        Bytes of a vector register (the register budget follows from it).
+
+    Examples
+    --------
+    >>> stream_panel(512, 1, 16, 64), stream_panel(112, 1, 16, 64), stream_panel(512, 3, 8, 32)
+    (128, 112, 32)
+    >>> stream_panel(1000, 1, 16, 64), stream_panel(512, 4, 16, 64), stream_panel(10, 1, 4, 16)
+    (None, None, None)
+    """
+    if rows > 3:
+        return None
+    most = min(8, _register_budget(TargetInfo(vector_bytes)) // rows, units // lanes)
+    for vectors in range(most, (most + 1) // 2 - 1, -1):
+        if vectors >= 2 and units % (vectors * lanes) == 0:
+            return vectors * lanes
+    return None
+
+
+def _register_budget(target: TargetInfo) -> int:
+    """Accumulator registers of a broadcast-A tile: all but 8 of 32, all but 4 of 16."""
+    return target.vector_registers - (8 if target.vector_registers >= 32 else 4)
 
 
 def _dot_tile(rows: int, cols: int, target: TargetInfo) -> tuple[int, int]:
