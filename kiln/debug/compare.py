@@ -26,7 +26,9 @@ source-model tensor it stands for:
   partial and has no reference;
 - a value whose layout the build changed (a ``dst_layout`` / ``out_layout`` / ``layout`` /
   ``data_layout`` attribute, or inherited from an argument) is brought back: blocked axes such
-  as ``NCHW8c`` are merged, and axes reordered to the reference's order.
+  as ``NCHW8c`` are merged, and axes reordered to the reference's order; a channel-blocked value
+  with more channels than the reference (a convolution padded to whole vectors of channels) is
+  compared on its first channels.
 
 Per node output, the report gives the max absolute and relative errors, the elements out of
 tolerance (``|built - ref| > atol + rtol * |ref|``, NaN/Inf at different places count too) and
@@ -621,6 +623,16 @@ def _distinct(candidates: list[tuple[str, np.ndarray]]) -> bool:
                for _, c in candidates[1:])
 
 
+def _padded_channels(view: np.ndarray, array: np.ndarray, layout: str | None) -> bool:
+    """Whether ``view`` is ``array`` with channels appended: the value of a convolution the build
+    padded to whole vectors of channels (held channel-blocked, ``NCHW16c``), back in ``NCHW``."""
+    axes = _layout_axes(layout) if layout else None
+    return (axes is not None and any(letter == "C" and block for letter, block in axes)
+            and view.ndim >= 2 and array.ndim >= 2 and view.shape[0] == array.shape[0]
+            and array.shape[1] < view.shape[1]
+            and [d for d in view.shape[2:] if d != 1] == [d for d in array.shape[2:] if d != 1])
+
+
 def _match_one(built: np.ndarray, prod: _Producer, last: dict[str, int], ref: ReferenceValues,
                used: set[int]) -> _Match | str:
     """The reference tensor one node output stands for, or why there is none.
@@ -659,7 +671,8 @@ def _match_one(built: np.ndarray, prod: _Producer, last: dict[str, int], ref: Re
                           if g.arrays[prod.index].dtype == built.dtype]
         for fits in (lambda v, a: v.shape == a.shape,
                      lambda v, a: v.size == a.size and (not prod.layout or [
-                         d for d in v.shape if d != 1] == [d for d in a.shape if d != 1])):
+                         d for d in v.shape if d != 1] == [d for d in a.shape if d != 1]),
+                     lambda v, a: _padded_channels(v, a, prod.layout)):
             found = [(label, array, view, converted) for view, converted in options
                      for label, array in arrays if fits(view, array)]
             if not found:
@@ -672,6 +685,8 @@ def _match_one(built: np.ndarray, prod: _Producer, last: dict[str, int], ref: Re
                         "which one this output is is unknown")
             label, array, view, converted = found[0]
             used.add(id(array))
+            if view.size != array.size:  # the real channels of a channel-padded value
+                view = view[:, :array.shape[1]]
             return _Match(view.reshape(array.shape), array, label, converted, via)
         reasons.append(f"no {name} value of shape {value.shape} {built.dtype}")
     return "; ".join(reasons)

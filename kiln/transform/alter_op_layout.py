@@ -85,9 +85,11 @@ from kiln.transform.infer_type import infer_type
 from kiln.transform.layout_propagation import (
     Held,
     LayoutRewriter,
+    Padded,
     Rule,
     blocked_layout,
     follow_rules,
+    padded_held,
     user_hooks,
 )
 from kiln.transform.pass_infra import ModulePass, PassContext, PassInfo
@@ -321,6 +323,15 @@ def _conv2d_rule(target: Target) -> Rule:
         c_in, c_out = data.shape[1], weight.shape[0]
         weight_expr = prop.primal(call.args[1])
         padded = c_out
+        data_expr: Expr | None = None
+        # A channel-padded input (a padded convolution's extra channels, kept through its
+        # epilogue) is taken as it is: the weights get zero input channels (a depthwise
+        # convolution zero filters, its result staying padded).
+        pad_in = prop.value(call.args[0]).padded
+        if (pad_in is None or not isinstance(weight_expr, Constant)
+                or te_dispatch.current_dispatchers()
+                or pad_in.held != blocked_layout(channel_block(pad_in.channels, lanes))):
+            pad_in = None
         if attrs.groups == 1:
             ic, oc = channel_block(c_in, lanes), channel_block(c_out, lanes)
             if te_dispatch.current_dispatchers():
@@ -328,12 +339,20 @@ def _conv2d_rule(target: Target) -> Rule:
             elif isinstance(weight_expr, Constant) and data.shape[2] * data.shape[3] > 1:
                 # (over one pixel, a squeeze-excitation's fc, the weights bind, not the lanes)
                 padded = conv_padded_channels(c_out, lanes)
+            if pad_in is not None:
+                ic, data_expr = channel_block(pad_in.channels, lanes), pad_in.expr
+                weight_expr = K.nn.pad(weight_expr,
+                                       ((0, 0), (0, pad_in.channels - c_in), (0, 0), (0, 0)))
             if padded != c_out:  # zero filters, packed once at build time
                 weight_expr = K.nn.pad(weight_expr, ((0, padded - c_out), (0, 0), (0, 0), (0, 0)))
             out_bn = oc if padded == c_out else channel_block(padded, lanes)
             name, kernel_layout = "nn.contrib_conv2d_NCHWc", f"OIHW{ic}i{out_bn}o"
         elif attrs.groups == c_in == c_out and weight.shape[1] == 1:
             ic = oc = out_bn = channel_block(c_out, lanes)
+            if pad_in is not None:
+                padded, data_expr = pad_in.channels, pad_in.expr
+                ic = oc = out_bn = channel_block(padded, lanes)
+                weight_expr = K.nn.pad(weight_expr, ((0, padded - c_out), (0, 0), (0, 0), (0, 0)))
             name, kernel_layout = "nn.contrib_depthwise_conv2d_NCHWc", f"OIHW1i{oc}o"
         elif not te_dispatch.current_dispatchers() and weight.shape[1] > 1:
             # blocks inside the groups; a log's tasks are TVM's NCHW group_conv2d
@@ -346,12 +365,15 @@ def _conv2d_rule(target: Target) -> Rule:
         new_attrs = attrs.replace(channels=padded, kernel_size=tuple(weight.shape[2:]),
                                   data_layout=blocked_layout(ic), kernel_layout=kernel_layout,
                                   out_layout=computed)
+        if attrs.groups != 1 and padded != c_out:  # a depthwise convolution of a padded input
+            new_attrs = new_attrs.replace(groups=padded)
         packed = K.layout_transform(weight_expr, "OIHW", kernel_layout)
-        new = make_call(name, [prop.convert(call.args[0], "NCHW", blocked_layout(ic)), packed],
-                        new_attrs, source_names=call.source_names)
-        if padded != c_out:  # the real channels' blocks of oc, sliced out of the padded ones
-            new = K.layout_transform(new, computed, blocked_layout(oc))
-            new = K.strided_slice(new, begin=(0,), end=(c_out // oc,), axes=(1,))
+        if data_expr is None:
+            data_expr = prop.convert(call.args[0], "NCHW", blocked_layout(ic))
+        new = make_call(name, [data_expr, packed], new_attrs, source_names=call.source_names)
+        if padded != c_out:  # kept padded; the real channels are blocks sliced out of it
+            exact = blocked_layout(channel_block(c_out, lanes))
+            return padded_held(Padded(new, computed, padded), c_out, exact)
         return Held(new, "NCHW", blocked_layout(oc))
 
     return rule

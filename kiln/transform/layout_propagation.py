@@ -53,11 +53,13 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 import kiln.op as K
 from kiln.ir.attrs import Attrs
 from kiln.ir.expr import Call, Constant, Expr, Function, GlobalVar, Op, Tuple, TupleGetItem, Var
 from kiln.ir.op_table import op_attr_map
-from kiln.ir.types import TensorType, TupleType
+from kiln.ir.types import TensorType, TupleType, is_float
 from kiln.ir.visitor import children, post_order, rebuild
 from kiln.op.registry import get_op_def
 from kiln.op.transform_layout import parse_layout
@@ -65,12 +67,15 @@ from kiln.op.transform_layout import parse_layout
 __all__ = [
     "Held",
     "LayoutRewriter",
+    "Padded",
     "Rule",
     "blocked_layout",
+    "channel_pad_value",
     "follow_rules",
     "held_axis",
     "held_shape",
     "hook_rule",
+    "padded_held",
     "user_hooks",
 ]
 
@@ -81,13 +86,32 @@ def blocked_layout(block: int, layout: str = "NCHW") -> str:
 
 
 @dataclass(frozen=True)
+class Padded:
+    """A channel-padded form of a held ``NCHW`` value: ``expr`` holds ``channels`` channels,
+    the original's first, split as ``held`` (``NCHW16c``); each channel past the original's holds
+    ``value``, a finite number, everywhere."""
+
+    expr: Expr
+    held: str
+    channels: int
+    value: float = 0.0
+
+
+@dataclass(frozen=True)
 class Held:
-    """A rewritten value: ``expr`` holds the original (axes named ``layout``) as ``held``."""
+    """A rewritten value: ``expr`` holds the original (axes named ``layout``) as ``held``.
+
+    ``padded``, when set, is the same value with zero-weight channels appended (a convolution
+    whose channel count is not a multiple of the vector lanes computes whole vectors): rules that
+    understand it keep computing on whole vectors, every other rule sees ``expr``, the padded
+    value's original channels (:func:`padded_held`).
+    """
 
     expr: Expr
     layout: str = ""
     held: str = ""
     all_fields: bool = False  # a tuple whose every field is held so (split, topk)
+    padded: Padded | None = None
 
     @property
     def moved(self) -> bool:
@@ -96,6 +120,44 @@ class Held:
 
 
 Rule = Callable[["LayoutRewriter", Call], Held | None]
+
+
+def padded_held(padded: Padded, channels: int, held: str) -> Held:
+    """The :class:`Held` of an ``NCHW`` value of ``channels`` channels computed as ``padded``: its
+    original channels (held as ``held``, an ``NCHW{c}c`` whose block divides ``channels``) are a
+    ``layout_transform`` and ``strided_slice`` of the padded value, built for the rules that
+    need them."""
+    block = splits(held)["C"]
+    exact: Expr = padded.expr
+    if held != padded.held:
+        exact = K.layout_transform(exact, padded.held, held)
+    exact = K.strided_slice(exact, begin=(0,), end=(channels // block,), axes=(1,))
+    return Held(exact, "NCHW", held, padded=padded)
+
+
+def channel_pad_value(call: Call, values: Sequence[float], shape: tuple[int, ...] = ()) -> float | None:
+    """What ``call`` gives in a padded channel where its arguments hold ``values``: its NumPy
+    reference on arrays of ``shape`` (``()`` for element-wise operators, one channel's
+    ``(1, 1, H, W)`` for a pool or reduction) filled with them. None unless that is one finite
+    number (not a division by a zero-padded divisor, not an average over a border), so padding
+    must stop there."""
+    out = call.checked_type
+    if not isinstance(out, TensorType) or not is_float(out.dtype) or not isinstance(call.op, Op):
+        return None
+    types = [TensorType(shape, a.checked_type.dtype if isinstance(a.checked_type, TensorType)
+                        else out.dtype) for a in call.args]
+    op_def = get_op_def(call.op.name)
+    try:
+        arrays = [np.full(t.shape, v, dtype=t.dtype) for v, t in zip(values, types)]
+        with np.errstate(all="ignore"):
+            result = np.asarray(op_def.reference(arrays, call.attrs,
+                                                 op_def.type_rel(list(types), call.attrs)))
+    except Exception:  # an operator whose reference wants other arguments: no padding
+        return None
+    flat = result.reshape(-1)
+    if flat.size == 0 or not np.isfinite(flat).all() or (flat != flat[0]).any():
+        return None
+    return float(flat[0])
 
 
 # --- layout algebra --------------------------------------------------------------------------------
@@ -354,11 +416,18 @@ class LayoutRewriter:
 # --- the rules of the layout behaviours ----------------------------------------------------------
 
 def _elemwise(rw: LayoutRewriter, call: Call) -> Held | None:
-    """``f(x{L as H}) -> f(x'){L as H}`` for element-wise ops keeping their input's shape."""
+    """``f(x{L as H}) -> f(x'){L as H}`` for element-wise ops keeping their input's shape; a
+    channel-padded ``x`` stays padded while ``f`` keeps the padded channels finite."""
     value = rw.moved_arg(call)
     out, arg = rw.tensor(call), rw.tensor(call.args[0])
     if value is None or out is None or arg is None or out.shape != arg.shape:
         return None
+    pad = value.padded
+    if pad is not None and len(call.args) == 1:
+        fill = channel_pad_value(call, [pad.value])
+        if fill is not None:
+            new = Padded(rw.recall(call, [pad.expr]), pad.held, pad.channels, fill)
+            return padded_held(new, out.shape[1], value.held)
     return Held(rw.recall(call, [value.expr]), value.layout, value.held)
 
 
@@ -372,6 +441,9 @@ def _broadcast(rw: LayoutRewriter, call: Call) -> Held | None:
     if not tags:
         return None
     layout, held = tags[0]
+    padded = _padded_broadcast(rw, call)
+    if padded is not None:
+        return padded
     args: list[Expr] = []
     for arg in call.args:
         new = rw.operand(arg, layout, held)
@@ -379,6 +451,52 @@ def _broadcast(rw: LayoutRewriter, call: Call) -> Held | None:
             return None
         args.append(new)
     return Held(rw.recall(call, args), layout, held)
+
+
+def _padded_broadcast(rw: LayoutRewriter, call: Call) -> Held | None:
+    """A broadcast op on channel-padded values, computed padded: every full-size operand padded
+    the same way, per-channel operands (a bias, a squeeze-excitation's scale) zero-padded,
+    constant scalars as they are; None otherwise, or when a padded channel would not stay finite.
+    """
+    out = rw.tensor(call)
+    values = [rw.value(a) for a in call.args]
+    pads = [v.padded for v in values if v.padded is not None]
+    if out is None or out.ndim != 4 or not pads:
+        return None
+    first = pads[0]
+    exact = next(v.held for v in values if v.padded is not None)
+    args: list[Expr] = []
+    fills: list[float] = []
+    for arg, value in zip(call.args, values):
+        ty = rw.tensor(arg)
+        if ty is None:
+            return None
+        pad = value.padded
+        if pad is not None:
+            if (pad.held, pad.channels) != (first.held, first.channels) or ty.shape != out.shape:
+                return None
+            args.append(pad.expr)
+            fills.append(pad.value)
+        elif ty.ndim == 0 or all(d == 1 for d in ty.shape):
+            if not isinstance(arg, Constant):
+                return None
+            args.append(arg)
+            fills.append(float(arg.value.reshape(-1)[0]))
+        else:
+            shape = (1,) * (4 - ty.ndim) + tuple(ty.shape)
+            if ty.ndim < 3 or shape[0] != 1 or shape[2:] != (1, 1) or shape[1] != out.shape[1]:
+                return None
+            full = rw.primal(arg)
+            if ty.ndim == 3:
+                full = K.expand_dims(full, 0, 1)
+            full = K.nn.pad(full, ((0, 0), (0, first.channels - shape[1]), (0, 0), (0, 0)))
+            args.append(K.layout_transform(full, "NCHW", first.held))
+            fills.append(0.0)
+    fill = channel_pad_value(call, fills)
+    if fill is None:
+        return None
+    return padded_held(Padded(rw.recall(call, args), first.held, first.channels, fill),
+                       out.shape[1], exact)
 
 
 def _axis(rw: LayoutRewriter, call: Call) -> Held | None:
@@ -426,6 +544,15 @@ def _pool(rw: LayoutRewriter, call: Call) -> Held | None:
         return None
     out_layout = value.held if attrs.out_layout and not splits(value.held) else ""
     new_attrs = attrs.replace(layout=value.held, out_layout=out_layout)
+    pad, out = value.padded, rw.tensor(call)
+    if pad is not None and out is not None:
+        data = rw.tensor(call.args[0])
+        assert data is not None
+        fill = channel_pad_value(call, [pad.value], (1, 1, *data.shape[2:]))
+        if fill is not None:  # a global pool, or a window pool of a zero channel
+            new = Padded(rw.recall(call, [pad.expr], attrs.replace(layout=pad.held, out_layout="")),
+                         pad.held, pad.channels, fill)
+            return padded_held(new, out.shape[1], value.held)
     return Held(rw.recall(call, [value.expr], new_attrs), value.layout, value.held)
 
 
@@ -500,6 +627,12 @@ def _reduce(rw: LayoutRewriter, call: Call) -> Held | None:
         if t is None or t.ndim != rank:
             return None
         rest.append(rw.convert(arg, value.layout, value.held))
+    pad = value.padded
+    if pad is not None and attrs.keepdims and not rest and "C" not in dropped:
+        fill = channel_pad_value(call, [pad.value], (1, 1, 2, 2))
+        if fill is not None:  # over H and W: a padded channel's constant stays one number
+            new = Padded(rw.recall(call, [pad.expr], new_attrs), pad.held, pad.channels, fill)
+            return padded_held(new, out.shape[1], value.held)
     reduced = rw.recall(call, [value.expr, *rest], new_attrs)
     if attrs.keepdims:
         held = "".join((f"{1 if letter in dropped else block}{letter.lower()}" if block else letter)

@@ -34,6 +34,7 @@ from kiln.runtime import load_param_dict
 from kiln.target import Target
 from kiln.transform import AlterOpLayout, FoldConstant, InferType, PassContext
 from kiln.transform.alter_op_layout import channel_block, conv_padded_channels, dense_block
+from kiln.transform.layout_propagation import channel_pad_value
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "tvm"
 # Targets whose vector register the pass reads: 4, 8 and 16 float32 lanes.
@@ -308,6 +309,84 @@ def test_narrow_output_blocks_are_padded_to_whole_vectors(channels, lanes, padde
     check_equivalent(before, after, rng)
     (conv,) = calls(after["main"], "nn.contrib_conv2d_NCHWc")
     assert conv.attrs.channels == padded
+
+
+def hardswish(x: Expr) -> Expr:
+    return relay.multiply(x, relay.divide(relay.clip(relay.add(x, relay.const(3.0)), 0.0, 6.0),
+                                          relay.const(6.0)))
+
+
+def conv_affine(x: Expr, c_in: int, c_out: int, rng: np.random.Generator, kernel: int = 3,
+                groups: int = 1) -> Expr:
+    """conv2d, then a per-channel scale and shift (a batch norm as SimplifyInference leaves it)."""
+    w = rng.standard_normal((c_out, c_in // groups, kernel, kernel)).astype("float32")
+    w *= np.float32(np.sqrt(2.0 / (c_in // groups * kernel * kernel)))
+    y = relay.nn.conv2d(x, relay.const(w), padding=kernel // 2, groups=groups, channels=c_out,
+                        kernel_size=kernel)
+    scale, shift = (relay.const(rng.uniform(lo, hi, (c_out, 1, 1)).astype("float32"))
+                    for lo, hi in ((0.5, 1.5), (-0.5, 0.5)))
+    return relay.add(relay.multiply(y, scale), shift)
+
+
+def se_block(rng: np.random.Generator, c_in: int = 24, c_mid: int = 72, c_out: int = 40,
+             divide_by: np.ndarray | None = None) -> tvm.IRModule:
+    """A MobileNetV3 block (1x1 expand + hard-swish, depthwise + ReLU, squeeze-excitation,
+    1x1 project), then a 3x3 conv + ReLU with a residual add: every conv but the squeeze's
+    leaves its channels (72, 40) in narrower blocks than 16 lanes."""
+    x = relay.var("x", shape=(1, c_in, 8, 8))
+    y = hardswish(conv_affine(x, c_in, c_mid, rng, kernel=1))
+    y = relay.nn.relu(conv_affine(y, c_mid, c_mid, rng, groups=c_mid))
+    s = relay.mean(y, axis=[2, 3], keepdims=True)
+    s = relay.nn.relu(conv_affine(s, c_mid, 24, rng, kernel=1))
+    s = relay.clip(relay.add(relay.multiply(conv_affine(s, 24, c_mid, rng, kernel=1),
+                                            relay.const(1 / 6)), relay.const(0.5)), 0.0, 1.0)
+    y = relay.multiply(y, s)
+    if divide_by is not None:  # a per-channel divisor: a zero-padded one would give 0 / 0
+        y = relay.divide(y, relay.const(divide_by.reshape(-1, 1, 1)))
+    y = conv_affine(y, c_mid, c_out, rng, kernel=1)
+    return module(relay.add(relay.nn.relu(conv_affine(y, c_out, c_out, rng)), y))
+
+
+def test_padded_channels_flow_through_epilogues_depthwise_and_squeeze_excitation(rng):
+    """A conv padded to whole vectors of channels (72 -> 80 at 16 lanes) stays padded through
+    its hard-swish, the depthwise conv (in 16-lane blocks, not 8: MobileNetV3's 72- and
+    120-channel ones took 1.4-1.9x onnxruntime's time), the squeeze-excitation's mean and
+    scale, into the next conv (zero input channels): the real channels are sliced out once, for
+    the graph's output, where a slice kernel per padded conv did it before."""
+    before = se_block(rng)
+    after = alter(before, TARGETS[16])
+    check_equivalent(before, after, rng, tol=1e-4)
+    (dw,) = calls(after["main"], "nn.contrib_depthwise_conv2d_NCHWc")
+    assert (dw.attrs.channels, dw.attrs.groups, dw.attrs.data_layout) == (80, 80, "NCHW16c")
+    convs = {c.attrs.channels: c.attrs for c in calls(after["main"], "nn.contrib_conv2d_NCHWc")}
+    assert convs[24].data_layout == "NCHW16c"  # the squeeze reads the padded mean
+    assert convs[48].data_layout == "NCHW16c"  # project, and the 3x3 conv after it
+    assert len(calls(after["main"], "strided_slice")) == 1
+    blocked = [(c.attrs.src_layout, c.attrs.dst_layout) for c in calls(after["main"], "layout_transform")
+               if c.attrs.src_layout.endswith("c") and c.attrs.dst_layout.endswith("c")]
+    assert blocked == [("NCHW16c", "NCHW8c")]  # the output's real 40 channels
+
+
+def test_padding_stops_where_a_padded_channel_would_not_stay_finite(rng):
+    """Dividing by a per-channel constant would divide the padded channels by its zero padding:
+    the value is sliced back to its real channels first, and the result stays finite."""
+    divisor = rng.uniform(0.5, 2.0, 72).astype("float32")
+    before = se_block(rng, divide_by=divisor)
+    after = alter(before, TARGETS[16])
+    check_equivalent(before, after, rng, tol=1e-4)
+    divide = [c for c in calls(after["main"], "divide") if isinstance(c.args[1], Constant)
+              and c.args[1].value.size > 1]
+    assert divide and all(c.args[1].value.size == 72 for c in divide)
+
+
+@pytest.mark.parametrize(("op", "values", "expected"), [
+    (lambda x: relay.nn.relu(x), [0.0], 0.0), (lambda x: relay.sigmoid(x), [0.0], 0.5),
+    (lambda x: relay.add(x, x), [1.5, 1.5], 3.0), (lambda x: relay.divide(x, x), [0.0, 0.0], None),
+    (lambda x: relay.log(x), [0.0], None), (lambda x: relay.clip(x, -1.0, 1.0), [5.0], 1.0)])
+def test_channel_pad_value_is_the_reference_on_the_padded_constants(op, values, expected):
+    x = relay.var("x", shape=(1, 16, 2, 2))
+    call = InferType()(module(op(x)))["main"].body
+    assert channel_pad_value(call, values) == expected
 
 
 def test_conv_over_one_pixel_is_not_padded(rng):

@@ -268,15 +268,16 @@ def choose_gemm_tile(rows: int, cols: int, depth: int, panel: int, dtype: str,
         Vectors of the register width (of the largest power of two dividing a packed panel).
         Among tiles of at most ``registers - 8`` (AVX-512: 24) or ``registers - 4`` (AVX2: 12)
         accumulators, the one with the least padding (rows and columns past the matrix are
-        skipped by bound checks) and enough independent accumulators wins; ties prefer two
-        vectors per row (the measured best shape), then more rows (fewer loads of ``B``).
+        skipped by bound checks) and enough independent accumulators wins; ties prefer, for a
+        product of up to 3 rows, a tile of one whole panel (one contiguous stream of ``B``), then
+        two vectors per row (the measured best shape), then more rows (fewer loads of ``B``).
     """
     packed = panel != cols
     width = target.lanes(dtype)
     itemsize = target.vector_bytes // width
     lanes = _pow2_divisor(panel, width) if packed else min(width, _pow2_floor(cols))
     budget = _register_budget(target)
-    best: tuple[tuple[float, int, int], GemmTile] | None = None
+    best: tuple[tuple[float, bool, int, int], GemmTile] | None = None
     for vectors in range(1, 9):
         tile_cols = vectors * lanes
         if packed and (cols % tile_cols or (panel % tile_cols and tile_cols % panel)):
@@ -285,7 +286,9 @@ def choose_gemm_tile(rows: int, cols: int, depth: int, panel: int, dtype: str,
         for mr in range(1, min(rows, budget // vectors) + 1):
             padded = -(-rows // mr) * mr
             chains = min(1.0, mr * vectors / _MIN_CHAINS)
-            score = (round(rows / padded * cols / padded_cols * chains, 3), -abs(vectors - 2), mr)
+            whole = rows <= 3 and tile_cols == panel  # a streamed panel (``stream_panel``)
+            score = (round(rows / padded * cols / padded_cols * chains, 3), whole,
+                     -abs(vectors - 2), mr)
             if best is None or score > best[0]:
                 best = (score, GemmTile(mr, vectors, lanes, _k_unroll(depth, vectors * lanes * itemsize)))
     assert best is not None  # one vector per row always qualifies
