@@ -351,20 +351,25 @@ def test_padded_channels_flow_through_epilogues_depthwise_and_squeeze_excitation
     """A conv padded to whole vectors of channels (72 -> 80 at 16 lanes) stays padded through
     its hard-swish, the depthwise conv (in 16-lane blocks, not 8: MobileNetV3's 72- and
     120-channel ones took 1.4-1.9x onnxruntime's time), the squeeze-excitation's mean and
-    scale, into the next conv (zero input channels): the real channels are sliced out once, for
-    the graph's output, where a slice kernel per padded conv did it before."""
+    scale, into the next conv where its zero input channels cost less than a copy of the real
+    ones (``_reads_padded``), where a slice kernel per padded conv did it before."""
     before = se_block(rng)
     after = alter(before, TARGETS[16])
     check_equivalent(before, after, rng, tol=1e-4)
     (dw,) = calls(after["main"], "nn.contrib_depthwise_conv2d_NCHWc")
     assert (dw.attrs.channels, dw.attrs.groups, dw.attrs.data_layout) == (80, 80, "NCHW16c")
-    convs = {c.attrs.channels: c.attrs for c in calls(after["main"], "nn.contrib_conv2d_NCHWc")}
-    assert convs[24].data_layout == "NCHW16c"  # the squeeze reads the padded mean
-    assert convs[48].data_layout == "NCHW16c"  # project, and the 3x3 conv after it
-    assert len(calls(after["main"], "strided_slice")) == 1
+    convs = {(c.attrs.channels, c.attrs.kernel_size[0]): c.attrs.data_layout
+             for c in calls(after["main"], "nn.contrib_conv2d_NCHWc")}
+    # the squeeze reads the padded mean, the projection the padded scaled value (80 channels for
+    # 72: 8 more multiply-adds per 40 outputs cost less than copying 72 channels out); the 3x3
+    # conv reads the projection's real 40 channels (8 more per 9 x 40 would cost more)
+    assert convs == {(80, 1): "NCHW8c", (24, 1): "NCHW16c", (72, 1): "NCHW8c",
+                     (48, 1): "NCHW16c", (48, 3): "NCHW8c"}
+    # real channels are sliced out twice: the 3x3 conv's input, and the graph's output
+    assert len(calls(after["main"], "strided_slice")) == 2
     blocked = [(c.attrs.src_layout, c.attrs.dst_layout) for c in calls(after["main"], "layout_transform")
                if c.attrs.src_layout.endswith("c") and c.attrs.dst_layout.endswith("c")]
-    assert blocked == [("NCHW16c", "NCHW8c")]  # the output's real 40 channels
+    assert blocked == [("NCHW16c", "NCHW8c")] * 2
 
 
 def test_padding_stops_where_a_padded_channel_would_not_stay_finite(rng):
