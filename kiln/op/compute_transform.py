@@ -132,12 +132,15 @@ def _transpose_compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) -> t
     return te.compute(tensor_type(out_type).shape, element, name="T_transpose", tag="injective")
 
 
-def _join(parts: list[tuple[PrimExpr, PrimExpr]], last: PrimExpr) -> PrimExpr:
-    """``if c0: v0 elif c1: v1 ... else last``, evaluating only the chosen branch."""
-    value = last
-    for cond, v in reversed(parts):
-        value = te.if_then_else(cond, v, value)
-    return value
+def _select(index: PrimExpr, starts: list[int], values: list[PrimExpr]) -> PrimExpr:
+    """``values[k]`` for the ``k`` with ``starts[k] <= index < starts[k + 1]`` (``starts[0]`` is
+    the first index), evaluating only the chosen value: a balanced tree of comparisons, so a
+    concatenation of a thousand tensors (an LSTM's steps) is ten deep, not a thousand."""
+    if len(values) == 1:
+        return values[0]
+    mid = len(values) // 2
+    return te.if_then_else(index < starts[mid], _select(index, starts[:mid], values[:mid]),
+                           _select(index, starts[mid:], values[mid:]))
 
 
 def _concatenate_compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) -> te.Tensor:
@@ -155,8 +158,7 @@ def _concatenate_compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) ->
         def read(t: te.Tensor, off: int) -> PrimExpr:
             return t(*i[:axis], i[axis] - off, *i[axis + 1:])
 
-        parts = [(i[axis] < off + t.shape[axis], read(t, off)) for t, off in pieces[:-1]]
-        return _join(parts, read(*pieces[-1]))
+        return _select(i[axis], [off for _, off in pieces], [read(t, off) for t, off in pieces])
 
     return te.compute(out.shape, element, name="T_concat", tag="injective")
 
@@ -167,8 +169,7 @@ def _stack_compute(inputs: list[te.Tensor], attrs: Any, out_type: Type) -> te.Te
 
     def element(*i: PrimExpr) -> PrimExpr:
         rest = (*i[:axis], *i[axis + 1:])
-        parts = [(E.compare("eq", i[axis], k), t(*rest)) for k, t in enumerate(inputs[:-1])]
-        return _join(parts, inputs[-1](*rest))
+        return _select(i[axis], list(range(len(inputs))), [t(*rest) for t in inputs])
 
     return te.compute(out.shape, element, name="T_stack", tag="injective")
 

@@ -3,6 +3,8 @@ sequence lengths, peepholes, GRU's linear_before_reset, custom activations and c
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -40,6 +42,28 @@ def test_recurrent_directions(op, direction, bias, states):
     check_node(op, _inputs(op, dirs, bias=bias, states=states),
                {"hidden_size": HIDDEN, "direction": direction}, opset=14, n_outputs=n_out, rtol=1e-4,
                atol=1e-5)
+
+
+def test_bidirectional_steps_alternate_and_long_sequences_compile():
+    """A bidirectional LSTM over 600 steps matches onnxruntime (its outputs' 1200-way
+    concatenation compiles), and the graph runs the two directions' steps alternately: each
+    step's recurrence product comes after the other direction's step, not its own."""
+    from kiln import relay
+    from kiln.ir.expr import Call, Op
+    from kiln.ir.visitor import post_order
+    from tests.frontend._onnx_helpers import single_node_model
+
+    seq, hidden = 600, 8
+    inputs = [RNG.standard_normal((seq, 1, 4)).astype(np.float32), _w(2, 4 * hidden, 4),
+              _w(2, 4 * hidden, hidden), _w(2, 8 * hidden)]
+    attrs = {"hidden_size": hidden, "direction": "bidirectional"}
+    check_node("LSTM", inputs, attrs, opset=14, n_outputs=3, rtol=1e-4, atol=1e-5)
+    mod, _ = relay.frontend.from_onnx(single_node_model("LSTM", inputs, attrs, 14, 3)[0])
+    recurrences = [n.args[1] for n in post_order(mod["main"].body) if isinstance(n, Call)
+                   and isinstance(n.op, Op) and n.op.name == "nn.dense"
+                   and tuple(n.args[1].checked_type.shape) == (4 * hidden, hidden)]
+    assert len(recurrences) == 2 * (seq - 1)  # step 0 starts from zero states: no product
+    assert all(a is not b for a, b in itertools.pairwise(recurrences))
 
 
 @pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])

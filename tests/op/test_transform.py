@@ -189,6 +189,16 @@ def test_stack_vs_numpy(rng, axis):
     np.testing.assert_array_equal(got, np.stack(xs, axis=axis))
 
 
+def test_concatenate_and_stack_of_a_thousand_tensors(rng):
+    """An LSTM's outputs over 1000 steps: the compute selects its input by a balanced tree of
+    comparisons (a chain 1000 deep overflowed Python's recursion limit while compiling)."""
+    xs = [rand(rng, (1, 3), "float32") for _ in range(1000)]
+    got = run_kiln(lambda *vs: relay.concatenate(list(vs), 0), xs)
+    np.testing.assert_array_equal(got, np.concatenate(xs, 0))
+    got = run_kiln(lambda *vs: relay.stack(vs, 1), xs)
+    np.testing.assert_array_equal(got, np.stack(xs, 1))
+
+
 @pytest.mark.parametrize("shape,spec,axis", [((6, 4), 3, 0), ((3, 8), 2, -1), ((3, 8), (1, 5), 1),
                                              ((5, 2), (2,), 0), ((4,), (0, 4), 0)])
 @pytest.mark.parametrize("dtype", ["float32", "int32"])
