@@ -27,7 +27,12 @@ Weight transforms are constant subgraphs: the build's next ``FoldConstant`` pack
 once, at build time. Blocked results are carried through the layout-agnostic operators by
 :mod:`kiln.transform.layout_propagation`, so activations stay blocked between convolutions and
 ``layout_transform`` back to ``NCHW`` appears only in front of the consumers that need it. The
-function's parameters and results keep their layouts.
+function's parameters and results keep their layouts. A convolution padded to whole vectors of
+output channels (:func:`conv_padded_channels`) stays padded through its epilogue, pools and
+squeeze-excitations (:class:`~kiln.transform.layout_propagation.Padded`); a depthwise convolution
+of it computes the padded channels too (16-lane blocks for MobileNetV3's 72 and 120 channels,
+not 8), a convolution reads it with zero input channels where those cost less than copying the
+real channels out.
 
 Block sizes (``L`` = lanes of the dtype in one vector register, :meth:`Target.vector_width`):
 

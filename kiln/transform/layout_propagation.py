@@ -37,6 +37,14 @@ for the default: the call rebuilt on its arguments converted back to their own l
   ``layout_transform`` to the held layout is the held value itself; ``depth_to_space`` (DCR) of a
   channel-blocked value stays blocked.
 
+A value may also be held *channel-padded* (:class:`Padded`): a convolution computed in whole
+vectors of channels (72 as 80 in ``NCHW16c``) keeps its extra channels, each holding one finite
+number the rules track with the operators' NumPy references (``relu(0) = 0``, ``sigmoid(0) = 0.5``;
+a division by a zero-padded divisor is not finite, and padding stops there). ``elemwise`` and
+``broadcast`` ops (per-channel operands zero-padded), reductions over ``H`` and ``W`` and pools
+stay padded; convolutions read it (:mod:`~kiln.transform.alter_op_layout`); every other rule sees
+the real channels, sliced out once.
+
 Users can plug TVM's layout hooks into an operator (``relay.op.register_alter_op_layout``,
 ``register_convert_op_layout``, ``relay.testing.temp_op_attr.TempOpAttr``): :func:`hook_rule`
 calls them as TVM does and adopts the layouts of the call they return.
