@@ -46,8 +46,9 @@ def test_recurrent_directions(op, direction, bias, states):
 
 def test_bidirectional_steps_alternate_and_long_sequences_compile():
     """A bidirectional LSTM over 600 steps matches onnxruntime (its outputs' 1200-way
-    concatenation compiles), and the graph runs the two directions' steps alternately: each
-    step's recurrence product comes after the other direction's step, not its own."""
+    concatenation compiles), and the graph runs the two directions' steps alternately (each
+    step's recurrence product after the other direction's step, not its own) while both
+    directions' recurrence weights fit in L2 together."""
     from kiln import relay
     from kiln.ir.expr import Call, Op
     from kiln.ir.visitor import post_order
@@ -64,6 +65,14 @@ def test_bidirectional_steps_alternate_and_long_sequences_compile():
                    and tuple(n.args[1].checked_type.shape) == (4 * hidden, hidden)]
     assert len(recurrences) == 2 * (seq - 1)  # step 0 starts from zero states: no product
     assert all(a is not b for a, b in itertools.pairwise(recurrences))
+    # recurrence weights of 2 x 1 MB would evict each other from L2 at every step: chained
+    big = [RNG.standard_normal((3, 1, 4)).astype(np.float32), _w(2, 1024, 4), _w(2, 1024, 256)]
+    mod, _ = relay.frontend.from_onnx(single_node_model(
+        "LSTM", big, {"hidden_size": 256, "direction": "bidirectional"}, 14, 3)[0])
+    order = [n.args[1] for n in post_order(mod["main"].body) if isinstance(n, Call)
+             and isinstance(n.op, Op) and n.op.name == "nn.dense"
+             and tuple(n.args[1].checked_type.shape) == (1024, 256)]
+    assert len(order) == 4 and order[0] is order[1] and order[2] is order[3]
 
 
 @pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])

@@ -37,7 +37,7 @@ from kiln.te.dag import ComputeDAG
 from kiln.te.default_schedule import PARALLEL_MIN_WORK
 from kiln.te.loop_ir import PREFETCH_NEXT_TILE
 from kiln.te.loop_state import State
-from kiln.te.templates.registry import TargetInfo, register_template
+from kiln.te.templates.registry import L2_RESIDENT_BYTES, TargetInfo, register_template
 from kiln.te.tensor import ComputeOp, Operation, PlaceholderOp
 from kiln.te.visit import post_order
 
@@ -280,11 +280,10 @@ def choose_register_tile(oc_chunks: int, oh: int, ow: int, budget: int, outer: i
 _SIXTEEN_REGISTER_BUDGET = 12
 # Largest output side whose whole column, twice, is a 16-register tile (see _load_bound_tile).
 _SMALL_OUTPUT = 7
-# Weights up to this size stay in a core's L2 cache while the convolution sweeps its rows: the
-# rows then run outside the channel tiles. Measured on ResNet-50's 1x1 convolutions at 56 x 56
-# and 28 x 28 (AVX2 build): 256 -> 64 channels 78 -> 86 GFLOP/s, 512 -> 128 84 -> 93; layers
-# with megabytes of weights (512 -> 2048 at 7 x 7) keep the channel tiles outside.
-_L2_RESIDENT_WEIGHT_BYTES = 512 * 1024
+# Weights up to L2_RESIDENT_BYTES stay in a core's L2 cache while the convolution sweeps its
+# rows: the rows then run outside the channel tiles. Measured on ResNet-50's 1x1 convolutions at
+# 56 x 56 and 28 x 28 (AVX2 build): 256 -> 64 channels 78 -> 86 GFLOP/s, 512 -> 128 84 -> 93;
+# layers with megabytes of weights (512 -> 2048 at 7 x 7) keep the channel tiles outside.
 
 
 def _load_bound_tile(oc_chunks: int, oh: int, ow: int, budget: int, outer: int,
@@ -537,7 +536,7 @@ def schedule_conv2d_nchwc(dag: ComputeDAG, target: TargetInfo) -> State | None:
     if pattern.epilogue:
         state.compute_inline(local + 1)
     # weights that stay in L2 across rows: better read each input row once for all channels
-    rows_outer = math.prod(weights[0].shape) * 4 <= _L2_RESIDENT_WEIGHT_BYTES
+    rows_outer = math.prod(weights[0].shape) * 4 <= L2_RESIDENT_BYTES
     at = schedule_epilogue_tile(state, out, tile, work, target, rows_outer)
     state.compute_at(local, out, at)
     n, oc, y, x, ocb, rc, ry, rx = state.stages[local].iters
