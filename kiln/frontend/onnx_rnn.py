@@ -7,7 +7,8 @@ activations and the state update. Reverse directions walk the sequence backwards
 step past an entry's length keeps its state and writes zeros to ``Y``, as ONNX specifies; an
 entry of length 0 ends with zero states, as onnxruntime's. ``sequence_lens`` computed from graph
 inputs works the same way, with the step masks and the reversal gather computed at run time.
-Outputs follow ``layout`` (0: time-major, 1: batch-major).
+Outputs follow ``layout`` (0: time-major, 1: batch-major). A bidirectional node whose two
+recurrence weights fit in L2 together runs its directions' steps alternately (:func:`_interleaved`).
 """
 
 from __future__ import annotations
