@@ -359,8 +359,6 @@ def _conv2d_rule(target: Target) -> Rule:
                 ic, data_expr = channel_block(pad_in.channels, lanes), pad_in.expr
                 weight_expr = K.nn.pad(weight_expr,
                                        ((0, 0), (0, pad_in.channels - c_in), (0, 0), (0, 0)))
-            if padded != c_out:  # zero filters, packed once at build time
-                weight_expr = K.nn.pad(weight_expr, ((0, padded - c_out), (0, 0), (0, 0), (0, 0)))
             out_bn = oc if padded == c_out else channel_block(padded, lanes)
             name, kernel_layout = "nn.contrib_conv2d_NCHWc", f"OIHW{ic}i{out_bn}o"
         elif attrs.groups == c_in == c_out and weight.shape[1] == 1:
@@ -368,7 +366,6 @@ def _conv2d_rule(target: Target) -> Rule:
             if pad_in is not None:
                 padded, data_expr = pad_in.channels, pad_in.expr
                 ic = oc = out_bn = channel_block(padded, lanes)
-                weight_expr = K.nn.pad(weight_expr, ((0, padded - c_out), (0, 0), (0, 0), (0, 0)))
             name, kernel_layout = "nn.contrib_depthwise_conv2d_NCHWc", f"OIHW1i{oc}o"
         elif not te_dispatch.current_dispatchers() and weight.shape[1] > 1:
             # blocks inside the groups; a log's tasks are TVM's NCHW group_conv2d
@@ -377,6 +374,8 @@ def _conv2d_rule(target: Target) -> Rule:
             name, kernel_layout = "nn.contrib_conv2d_NCHWc", f"OIHW{ic}i{oc}o"
         else:
             return None
+        if padded != c_out:  # zero filters, packed once at build time
+            weight_expr = K.nn.pad(weight_expr, ((0, padded - c_out), (0, 0), (0, 0), (0, 0)))
         computed = blocked_layout(out_bn)
         new_attrs = attrs.replace(channels=padded, kernel_size=tuple(weight.shape[2:]),
                                   data_layout=blocked_layout(ic), kernel_layout=kernel_layout,
