@@ -185,6 +185,8 @@ class FunctionState:
     # (a reduction's fold) freed and another allocated at its address would inherit its name
     named: list[Var] = field(default_factory=list)
     used_names: set[str] = field(default_factory=set)
+    # the next suffix to try per temporary base name (a kernel has tens of thousands of ``v``s)
+    next_suffix: dict[str, int] = field(default_factory=dict)
     # id(buffer) -> (lanes, name prefix) of buffers held in vector variables
     registers: dict[int, tuple[int, str]] = field(default_factory=dict)
     # C types of what is in scope, for capturing it into a parallel loop's context:
@@ -371,10 +373,12 @@ class CCodegen:
     def temp_name(self, base: str) -> str:
         """A fresh local name."""
         f = self.state
-        name, n = base, 1
+        n = f.next_suffix.get(base, 0)
+        name = f"{base}{n}" if n else base
         while name in f.used_names:
-            name = f"{base}{n}"
             n += 1
+            name = f"{base}{n}"
+        f.next_suffix[base] = n + 1
         f.used_names.add(name)
         return name
 
@@ -508,7 +512,8 @@ class CCodegen:
             return
         if s.kind in ("serial", "unrolled") and emit_register_transpose(self, s):
             return
-        if s.kind == "unrolled" and self.state.registers and self._expands(s):
+        if s.kind == "unrolled" and ((self.state.registers and self._expands(s))
+                                     or self._picks_by(s)):
             self._expand(s)
             return
         f = self.state
@@ -546,6 +551,22 @@ class CCodegen:
         if indices is None:
             return False
         return s.extent <= _EXPAND_SHORT or any(s.var in self.facts.vars(i) for i in indices)
+
+    def _picks_by(self, s: For) -> bool:
+        """Whether a short unrolled loop's variable is compared for equality by a select in its
+        body (Winograd's transforms pick a tile position's coefficients so): each copy written
+        out keeps one branch."""
+        if s.extent > _EXPAND_SHORT:
+            return False
+        for x in walk_stmts(s.body):
+            for e in own_exprs(x):
+                for n in post_order(e):
+                    cond = n.condition if isinstance(n, E.Select) else \
+                        n.args[0] if isinstance(n, E.Call) and n.name == "if_then_else" else None
+                    if isinstance(cond, E.Compare) and cond.kind == "eq" \
+                            and s.var in self.facts.vars(cond):
+                        return True
+        return False
 
     def _expand(self, s: For) -> None:
         """Emit an unrolled loop as one copy of its body per iteration (constant indices)."""

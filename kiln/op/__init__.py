@@ -30,6 +30,7 @@ from kiln.op import (
     elemwise,
     image,
     nn,
+    nn_winograd,
     pool,
     qnn,
     reduce,

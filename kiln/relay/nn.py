@@ -5,4 +5,5 @@ from kiln.op.deformable_conv import *
 from kiln.op.nn import *
 from kiln.op.nn_correlation import *
 from kiln.op.nn_pack import *
+from kiln.op.nn_winograd import *
 from kiln.op.pool import *

@@ -11,6 +11,13 @@ reading the vector width of ``Target.current()``:
 - a grouped ``nn.conv2d`` with more than one input channel per group becomes
   ``nn.contrib_conv2d_NCHWc`` with its ``groups`` (TVM's ``group_conv2d_NCHWc``), the blocks
   dividing the channels of one group (a block never straddles two groups);
+- a 3x3 stride-1 ``nn.conv2d`` with a constant float32 weight becomes
+  ``nn.contrib_conv2d_winograd_NCHWc`` (Winograd ``F(4x4, 3x3)``, :mod:`kiln.op.nn_winograd`:
+  the same blocks, the filters transformed at build time) where
+  :func:`~kiln.te.templates.winograd.winograd_pays` (an output of at least 25 tiles of 4 x 4, input
+  blocks of at least 8 channels); ResNet's 56 x 56 and 28 x 28 layers, DBNet's and YOLOv8's
+  3x3 convolutions take a third to a half of the direct template's time. Not while an entered
+  tuning log holds TVM's task for the direct convolution (its record applies then);
 - ``nn.max_pool2d``/``nn.avg_pool2d`` of an ``NCHW`` value (not blocked by a convolution before
   it) run in ``NCHW{c}c`` when ``c`` is a power of two of at least 4: the pooling template
   vectorizes a window over the channel block (a 3x3 stride-2 max pool of 64 x 112 x 112: 6.7 ms
@@ -75,16 +82,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 import kiln.op as K
 from kiln.ir.expr import Call, Constant, Expr, Function, Var
 from kiln.ir.module import IRModule
 from kiln.ir.types import TensorType, is_float, tensor_of
 from kiln.op.nn_pack import DensePackAttrs
+from kiln.op.nn_winograd import WinogradAttrs, winograd_weight
 from kiln.op.registry import get_op_def, make_call
 from kiln.target import Target
 from kiln.te import dispatch as te_dispatch
 from kiln.te.dag import ComputeDAG
 from kiln.te.templates.dense import stream_panel
+from kiln.te.templates.winograd import WINOGRAD_TILE, winograd_pays
 from kiln.te.tensor import placeholder
 from kiln.transform.infer_type import infer_type
 from kiln.transform.layout_propagation import (
@@ -350,17 +361,32 @@ def _conv2d_rule(target: Target) -> Rule:
             pad_in = None
         if attrs.groups == 1:
             ic, oc = channel_block(c_in, lanes), channel_block(c_out, lanes)
+            logged = None
             if te_dispatch.current_dispatchers():
-                ic, oc = _tvm_blocks_in_log(attrs, data, weight, (ic, oc))
+                logged = _tvm_blocks_in_log(attrs, data, weight)
+                ic, oc = logged or (ic, oc)
             elif isinstance(weight_expr, Constant) and data.shape[2] * data.shape[3] > 1:
                 # (over one pixel, a squeeze-excitation's fc, the weights bind, not the lanes)
                 padded = conv_padded_channels(c_out, lanes)
+            extra_in = 0
             if pad_in is not None and _reads_padded(pad_in.channels - c_in, c_in, weight.shape):
                 ic, data_expr = channel_block(pad_in.channels, lanes), pad_in.expr
-                weight_expr = K.nn.pad(weight_expr,
-                                       ((0, 0), (0, pad_in.channels - c_in), (0, 0), (0, 0)))
+                extra_in = pad_in.channels - c_in
+                weight_expr = K.nn.pad(weight_expr, ((0, 0), (0, extra_in), (0, 0), (0, 0)))
             out_bn = oc if padded == c_out else channel_block(padded, lanes)
             name, kernel_layout = "nn.contrib_conv2d_NCHWc", f"OIHW{ic}i{out_bn}o"
+            wino = None if logged else _winograd_weight(prop, call, attrs, data, weight, ic,
+                                                        (padded - c_out, extra_in), out_bn)
+            if wino is not None:
+                if data_expr is None:
+                    data_expr = prop.convert(call.args[0], "NCHW", blocked_layout(ic))
+                computed = blocked_layout(out_bn)
+                new = make_call("nn.contrib_conv2d_winograd_NCHWc", [data_expr, wino],
+                                WinogradAttrs(tile_size=WINOGRAD_TILE, padding=attrs.padding,
+                                              channels=padded, data_layout=blocked_layout(ic),
+                                              out_layout=computed, out_dtype=attrs.out_dtype),
+                                source_names=call.source_names)
+                return _conv_result(new, computed, padded, c_out, oc, lanes)
         elif attrs.groups == c_in == c_out and weight.shape[1] == 1:
             ic = oc = out_bn = channel_block(c_out, lanes)
             if pad_in is not None:
@@ -386,20 +412,48 @@ def _conv2d_rule(target: Target) -> Rule:
         if data_expr is None:
             data_expr = prop.convert(call.args[0], "NCHW", blocked_layout(ic))
         new = make_call(name, [data_expr, packed], new_attrs, source_names=call.source_names)
-        if padded != c_out:  # kept padded; the real channels are blocks sliced out of it
-            exact = blocked_layout(channel_block(c_out, lanes))
-            return padded_held(Padded(new, computed, padded), c_out, exact)
-        return Held(new, "NCHW", blocked_layout(oc))
+        return _conv_result(new, computed, padded, c_out, oc, lanes)
 
     return rule
 
 
-def _tvm_blocks_in_log(attrs: Any, data: TensorType, weight: TensorType,
-                       default: tuple[int, int]) -> tuple[int, int]:
+def _conv_result(new: Call, computed: str, padded: int, c_out: int, oc: int, lanes: int) -> Held:
+    """A rewritten convolution's value: blocked by ``oc``, or kept padded to ``padded`` channels
+    (computed in ``computed``), the real ones blocks sliced out of it."""
+    if padded != c_out:
+        exact = blocked_layout(channel_block(c_out, lanes))
+        return padded_held(Padded(new, computed, padded), c_out, exact)
+    return Held(new, "NCHW", blocked_layout(oc))
+
+
+def _winograd_weight(prop: LayoutRewriter, call: Call, attrs: Any, data: TensorType,
+                     weight: TensorType, ic: int, extra: tuple[int, int],
+                     out_bn: int) -> Constant | None:
+    """The transformed filters when a convolution runs faster as Winograd ``F(4 x 4, 3 x 3)``
+    (:func:`~kiln.te.templates.winograd.winograd_pays`): 3x3, stride 1, dilation 1, float32,
+    a constant weight. ``extra`` are the zero filters and zero input
+    channels the weight gets (a padded output, a padded input)."""
+    const = prop.primal(call.args[1])
+    if (not isinstance(const, Constant) or tuple(weight.shape[2:]) != (3, 3)
+            or tuple(attrs.strides) != (1, 1) or tuple(attrs.dilation) != (1, 1)
+            or data.dtype != "float32" or attrs.out_dtype not in ("", "float32")):
+        return None
+    out_type = call.checked_type
+    assert isinstance(out_type, TensorType)
+    oh, ow = out_type.shape[2:]
+    c_out, c_in = weight.shape[:2]
+    if not winograd_pays(c_in + extra[1], c_out + extra[0], oh, ow, ic):
+        return None
+    filters = np.pad(const.value, ((0, extra[0]), (0, extra[1]), (0, 0), (0, 0)))
+    return Constant(winograd_weight(filters, WINOGRAD_TILE, out_bn))
+
+
+def _tvm_blocks_in_log(attrs: Any, data: TensorType,
+                       weight: TensorType) -> tuple[int, int] | None:
     """The blocks of TVM's layout of this convolution when the entered log has its task, else
-    ``default`` (Kiln's)."""
+    None."""
     c_in, c_out = data.shape[1], weight.shape[0]
-    seen = {default}
+    seen: set[tuple[int, int]] = set()
     for lanes in TVM_LANES:
         ic, oc = tvm_conv_blocks(c_in, c_out, lanes)
         if (ic, oc) in seen:
@@ -414,7 +468,7 @@ def _tvm_blocks_in_log(attrs: Any, data: TensorType, weight: TensorType,
                  TensorType((c_out // oc, c_in // ic, kh, kw, ic, oc), weight.dtype)]
         if log_has_task(tvm_task_dags("nn.contrib_conv2d_NCHWc", new_attrs, types), "conv2d_NCHWc"):
             return ic, oc
-    return default
+    return None
 
 
 def dense_padded_units(units: int, lanes: int) -> int:

@@ -48,6 +48,7 @@ def test_each_tag_is_claimed_by_one_template() -> None:
         "dense": "schedule_dense", "matmul": "schedule_dense",
         "batch_matmul": "schedule_batch_matmul",
         "": "schedule_row_reduction", "comm_reduce": "schedule_row_reduction",
+        "winograd_bgemm": "schedule_winograd",
     }
 
 

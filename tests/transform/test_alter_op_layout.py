@@ -32,6 +32,7 @@ from kiln.ir.visitor import post_order
 from kiln.relay import testing
 from kiln.runtime import load_param_dict
 from kiln.target import Target
+from kiln.te import dispatch as te_dispatch
 from kiln.transform import AlterOpLayout, FoldConstant, InferType, PassContext
 from kiln.transform.alter_op_layout import channel_block, conv_padded_channels, dense_block
 from kiln.transform.layout_propagation import channel_pad_value
@@ -471,6 +472,73 @@ def test_grouped_conv_keeps_tvms_layout_under_a_tuning_log(tmp_path, rng):
     assert calls(alter(before, TARGETS[8])["main"], "nn.contrib_conv2d_NCHWc")
 
 
+@pytest.mark.parametrize(("shape", "c_out", "kwargs", "winograd"), [
+    ((1, 16, 20, 20), 32, {}, True),                       # 5 x 5 tiles of 4 x 4 outputs
+    ((2, 32, 16, 30), 16, {"padding": (0, 1, 1, 1)}, True),  # batch 2, asymmetric padding
+    ((1, 16, 16, 16), 32, {}, False),                      # 4 x 4 tiles: no faster
+    ((1, 16, 20, 20), 32, {"strides": 2}, False),
+    ((1, 16, 22, 22), 32, {"dilation": 2, "padding": 2}, False),
+    ((1, 16, 20, 20), 32, {"groups": 2}, False),
+    ((1, 3, 40, 40), 16, {}, False),                       # 3-channel blocks
+])
+def test_3x3_convolutions_run_as_winograd_where_it_pays(shape, c_out, kwargs, winograd, rng):
+    x = relay.var("x", shape=shape)
+    groups = kwargs.get("groups", 1)
+    w = rng.standard_normal((c_out, shape[1] // groups, 3, 3)).astype("float32")
+    args = {"padding": 1, **kwargs}
+    before = module(relay.nn.relu(relay.nn.conv2d(x, relay.const(w), **args)), [x])
+    after = alter(before, TARGETS[16])
+    check_equivalent(before, after, rng, tol=1e-4)
+    found = calls(after["main"], "nn.contrib_conv2d_winograd_NCHWc")
+    assert bool(found) is winograd
+    if winograd:
+        (conv,) = found
+        assert isinstance(conv.args[1], Constant)  # transformed at build time
+        assert conv.args[1].value.shape == (6, 6, c_out // 16, shape[1], 16)
+        assert not calls(after["main"], "nn.contrib_conv2d_NCHWc")
+
+
+def test_winograd_needs_a_constant_weight(rng):
+    x, w = relay.var("x", shape=(1, 16, 20, 20)), relay.var("w", shape=(16, 16, 3, 3))
+    before = module(relay.nn.conv2d(x, w, padding=1), [x, w])
+    after = alter(before, TARGETS[16])
+    assert not calls(after["main"], "nn.contrib_conv2d_winograd_NCHWc")
+    assert calls(after["main"], "nn.contrib_conv2d_NCHWc")
+
+
+def test_winograd_of_a_narrow_output_computes_whole_vectors(rng):
+    """DBNet's 96 -> 24 channel 3x3 convolutions: 32 channels in 16-lane blocks (zero filters),
+    kept padded through the relu, the real 24 sliced out once."""
+    x = relay.var("x", shape=(1, 32, 24, 24))
+    w = relay.const(rng.standard_normal((24, 32, 3, 3)).astype("float32"))
+    before = module(relay.nn.relu(relay.nn.conv2d(x, w, padding=1)), [x])
+    after = alter(before, TARGETS[16])
+    check_equivalent(before, after, rng, tol=1e-4)
+    (conv,) = calls(after["main"], "nn.contrib_conv2d_winograd_NCHWc")
+    assert conv.attrs.channels == 32 and conv.attrs.out_layout == "NCHW16c"
+    assert len(calls(after["main"], "strided_slice")) == 1
+
+
+class _HasEveryTvmConvTask:
+    """A dispatcher answering that it holds a record for every convolution task in TVM's
+    layout (as a log tuned by TVM would)."""
+
+    def query(self, workload_key, dag, func_name, target=None):
+        return "record" if func_name == "conv2d_NCHWc" else None
+
+
+def test_a_log_with_tvms_task_keeps_the_direct_convolution(rng):
+    """A convolution whose TVM task the entered log holds keeps TVM's layout (its record
+    applies); without one, the tasks Kiln extracts and builds are Winograd's."""
+    x = relay.var("x", shape=(1, 16, 20, 20))
+    w = relay.const(rng.standard_normal((16, 16, 3, 3)).astype("float32"))
+    before = module(relay.nn.conv2d(x, w, padding=1), [x])
+    with te_dispatch.using(_HasEveryTvmConvTask()):
+        after = alter(before, TARGETS[16])
+    assert calls(after["main"], "nn.contrib_conv2d_NCHWc")
+    assert not calls(after["main"], "nn.contrib_conv2d_winograd_NCHWc")
+
+
 # --- propagation -----------------------------------------------------------------------------------
 
 def blocked_chain(rng: np.random.Generator, c: int = 16) -> tuple[Var, Expr]:
@@ -808,8 +876,11 @@ def test_workload_structure_after_pipeline(name, rng):
     assert not [n for n in names if "nn_conv2d" in n or "nn_dense" in n]
     assert "tvmgen_default_fused_nn_contrib_dense_pack_add" in names
     if name == "resnet18":
-        assert names["tvmgen_default_fused_nn_contrib_conv2d_NCHWc_add_nn_relu"] == 9
-        assert names["tvmgen_default_fused_nn_contrib_conv2d_NCHWc_add_add_nn_relu"] == 3
+        # the 3x3 convolutions at 32 x 32 (8 x 8 tiles) run as Winograd F(4x4, 3x3)
+        assert names["tvmgen_default_fused_nn_contrib_conv2d_NCHWc_add_nn_relu"] == 7
+        assert names["tvmgen_default_fused_nn_contrib_conv2d_winograd_NCHWc_add_nn_relu"] == 2
+        assert names["tvmgen_default_fused_nn_contrib_conv2d_NCHWc_add_add_nn_relu"] == 2
+        assert names["tvmgen_default_fused_nn_contrib_conv2d_winograd_NCHWc_add_add_nn_relu"] == 1
     else:
         assert names["tvmgen_default_fused_nn_contrib_depthwise_conv2d_NCHWc_add_nn_relu"] == 13
 

@@ -48,6 +48,7 @@ from kiln.te.templates import (
     depthwise,
     pool,
     reduction,
+    winograd,
 )
 from kiln.te.templates.registry import (
     TargetInfo,
@@ -77,4 +78,5 @@ __all__ = [
     "register_template",
     "template_for",
     "templates",
+    "winograd",
 ]
