@@ -23,7 +23,7 @@ Data is ``(N, C // x, H, W, x)`` in ``NCHW{x}c``; the weight is the transformed 
 ``(a, a, K // y, C, y)`` (``weight[xi, nu, k // y, c, k % y] == (G g[k, c] G^T)[xi, nu]``); the
 result ``(N, K // y, OH, OW, y)`` in ``NCHW{y}c`` with ``OH = H + pad_top + pad_bottom - 2``.
 AlterOpLayout rewrites a 3x3 stride-1 ``nn.conv2d`` with a constant weight into it where that is
-faster (:func:`kiln.te.templates.winograd.winograd_pays`), transforming the weight at build time.
+faster (:func:`kiln.te.templates.winograd.winograd_tile`), transforming the weight at build time.
 
 The TE compute's stages: ``data_pad`` (zero padding up to whole tiles), ``data_pack_left``
 (``B^T d``) and ``data_pack`` (``(B^T d) B``) per tile and input channel, ``bgemm`` (the ``a * a``

@@ -14,9 +14,10 @@ reading the vector width of ``Target.current()``:
 - a 3x3 stride-1 ``nn.conv2d`` with a constant float32 weight becomes
   ``nn.contrib_conv2d_winograd_NCHWc`` (Winograd ``F(4x4, 3x3)``, :mod:`kiln.op.nn_winograd`:
   the same blocks, the filters transformed at build time) where
-  :func:`~kiln.te.templates.winograd.winograd_pays` (an output of at least 25 tiles of 4 x 4, input
-  blocks of at least 8 channels); ResNet's 56 x 56 and 28 x 28 layers, DBNet's and YOLOv8's
-  3x3 convolutions take a third to a half of the direct template's time. Not while an entered
+  :func:`~kiln.te.templates.winograd.winograd_tile` finds one faster (``F(4x4, 3x3)`` for an
+  output of at least 25 tiles of 4 x 4, ``F(2x2, 3x3)`` for one of 25 tiles of 2 x 2 with 128
+  channels or more, input blocks of at least 8 channels); ResNet's, DBNet's and YOLOv8's 3x3
+  convolutions take a third to a half of the direct template's time. Not while an entered
   tuning log holds TVM's task for the direct convolution (its record applies then);
 - ``nn.max_pool2d``/``nn.avg_pool2d`` of an ``NCHW`` value (not blocked by a convolution before
   it) run in ``NCHW{c}c`` when ``c`` is a power of two of at least 4: the pooling template
@@ -95,7 +96,7 @@ from kiln.target import Target
 from kiln.te import dispatch as te_dispatch
 from kiln.te.dag import ComputeDAG
 from kiln.te.templates.dense import stream_panel
-from kiln.te.templates.winograd import WINOGRAD_TILE, winograd_pays
+from kiln.te.templates.winograd import winograd_tile
 from kiln.te.tensor import placeholder
 from kiln.transform.infer_type import infer_type
 from kiln.transform.layout_propagation import (
@@ -378,11 +379,12 @@ def _conv2d_rule(target: Target) -> Rule:
             wino = None if logged else _winograd_weight(prop, call, attrs, data, weight, ic,
                                                         (padded - c_out, extra_in), out_bn)
             if wino is not None:
+                tile, wino_weight = wino
                 if data_expr is None:
                     data_expr = prop.convert(call.args[0], "NCHW", blocked_layout(ic))
                 computed = blocked_layout(out_bn)
-                new = make_call("nn.contrib_conv2d_winograd_NCHWc", [data_expr, wino],
-                                WinogradAttrs(tile_size=WINOGRAD_TILE, padding=attrs.padding,
+                new = make_call("nn.contrib_conv2d_winograd_NCHWc", [data_expr, wino_weight],
+                                WinogradAttrs(tile_size=tile, padding=attrs.padding,
                                               channels=padded, data_layout=blocked_layout(ic),
                                               out_layout=computed, out_dtype=attrs.out_dtype),
                                 source_names=call.source_names)
@@ -428,11 +430,11 @@ def _conv_result(new: Call, computed: str, padded: int, c_out: int, oc: int, lan
 
 def _winograd_weight(prop: LayoutRewriter, call: Call, attrs: Any, data: TensorType,
                      weight: TensorType, ic: int, extra: tuple[int, int],
-                     out_bn: int) -> Constant | None:
-    """The transformed filters when a convolution runs faster as Winograd ``F(4 x 4, 3 x 3)``
-    (:func:`~kiln.te.templates.winograd.winograd_pays`): 3x3, stride 1, dilation 1, float32,
-    a constant weight. ``extra`` are the zero filters and zero input
-    channels the weight gets (a padded output, a padded input)."""
+                     out_bn: int) -> tuple[int, Constant] | None:
+    """The tile size and the transformed filters when a convolution runs faster as Winograd
+    ``F(m x m, 3 x 3)`` (:func:`~kiln.te.templates.winograd.winograd_tile`): 3x3, stride 1,
+    dilation 1, float32, a constant weight; else None. ``extra`` are the zero filters and zero
+    input channels the weight gets (a padded output, a padded input)."""
     const = prop.primal(call.args[1])
     if (not isinstance(const, Constant) or tuple(weight.shape[2:]) != (3, 3)
             or tuple(attrs.strides) != (1, 1) or tuple(attrs.dilation) != (1, 1)
@@ -442,10 +444,11 @@ def _winograd_weight(prop: LayoutRewriter, call: Call, attrs: Any, data: TensorT
     assert isinstance(out_type, TensorType)
     oh, ow = out_type.shape[2:]
     c_out, c_in = weight.shape[:2]
-    if not winograd_pays(c_in + extra[1], c_out + extra[0], oh, ow, ic):
+    tile = winograd_tile(c_in + extra[1], c_out + extra[0], oh, ow, ic)
+    if tile is None:
         return None
     filters = np.pad(const.value, ((0, extra[0]), (0, extra[1]), (0, 0), (0, 0)))
-    return Constant(winograd_weight(filters, WINOGRAD_TILE, out_bn))
+    return tile, Constant(winograd_weight(filters, tile, out_bn))
 
 
 def _tvm_blocks_in_log(attrs: Any, data: TensorType,

@@ -28,7 +28,7 @@ from kiln.te import parse_step
 from kiln.te.lower import lower
 from kiln.te.templates import TargetInfo, apply_template
 from kiln.te.templates.registry import L2_RESIDENT_BYTES
-from kiln.te.templates.winograd import _gemm_tile, _tile_block, winograd_pays
+from kiln.te.templates.winograd import _gemm_tile, _tile_block, winograd_tile
 from kiln.transform.infer_type import infer_type
 
 pytestmark = pytest.mark.requires_cc
@@ -209,23 +209,25 @@ def test_gemm_tile_divides_and_fits_the_registers(k_blocks, rows, cols, budget) 
     assert k_t * r_t * c_t <= budget - (k_t - 1)
 
 
-@given(nh=st.integers(1, 60), nw=st.integers(1, 60), c_in=st.sampled_from([8, 16, 64, 256]),
-       c_out=st.sampled_from([8, 24, 128, 512]))
-def test_tile_block_is_whole_rows_or_part_of_one_within_l2(nh, nw, c_in, c_out) -> None:
-    rows, cols = _tile_block(nh, nw, c_in, c_out)
+@given(nh=st.integers(1, 60), nw=st.integers(1, 60), a=st.sampled_from([4, 6]),
+       c_in=st.sampled_from([8, 16, 64, 256]), c_out=st.sampled_from([8, 24, 128, 512]))
+def test_tile_block_is_whole_rows_or_part_of_one_within_l2(nh, nw, a, c_in, c_out) -> None:
+    rows, cols = _tile_block(nh, nw, a, c_in, c_out)
     assert nh % rows == 0 and nw % cols == 0
     assert cols == nw or rows == 1
-    per_tile = 36 * 4 * (c_in + c_out)
+    per_tile = a * a * 4 * (c_in + c_out)
     assert rows * cols * per_tile <= L2_RESIDENT_BYTES or (rows, cols) == (1, 1)
 
 
-@pytest.mark.parametrize(("shape", "pays"), [
-    ((64, 64, 56, 56, 16), True), ((128, 128, 28, 28, 16), True), ((96, 24, 160, 160, 16), True),
-    ((128, 128, 8, 80, 16), True),
-    ((256, 256, 14, 14, 16), False),   # 16 tiles
-    ((64, 64, 13, 17, 16), False),     # 20 tiles
-    ((3, 32, 224, 224, 3), False),     # 3-channel blocks: a scalar input transform
-    ((1024, 1024, 56, 56, 16), False),  # 36 MB of transformed filters
+@pytest.mark.parametrize(("shape", "tile"), [
+    ((64, 64, 56, 56, 16), 4), ((128, 128, 28, 28, 16), 4), ((96, 24, 160, 160, 16), 4),
+    ((128, 128, 8, 80, 16), 4), ((128, 128, 20, 20, 16), 4),
+    ((256, 256, 14, 14, 16), 2),   # 16 tiles of 4 x 4, 49 of 2 x 2
+    ((128, 128, 14, 14, 16), 2),
+    ((64, 64, 16, 16, 16), None),  # F(2x2)'s costlier transforms with few channels
+    ((256, 256, 7, 7, 16), None),  # too few tiles of either size
+    ((3, 32, 224, 224, 3), None),  # 3-channel blocks: a scalar input transform
+    ((512, 512, 14, 14, 16), None),  # 16.8 MB of F(2x2) filters, 37.7 MB of F(4x4)
 ])
-def test_winograd_pays_where_measured_faster(shape, pays) -> None:
-    assert winograd_pays(*shape) is pays
+def test_winograd_tile_where_measured_faster(shape, tile) -> None:
+    assert winograd_tile(*shape) == tile

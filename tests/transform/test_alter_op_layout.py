@@ -876,11 +876,12 @@ def test_workload_structure_after_pipeline(name, rng):
     assert not [n for n in names if "nn_conv2d" in n or "nn_dense" in n]
     assert "tvmgen_default_fused_nn_contrib_dense_pack_add" in names
     if name == "resnet18":
-        # the 3x3 convolutions at 32 x 32 (8 x 8 tiles) run as Winograd F(4x4, 3x3)
-        assert names["tvmgen_default_fused_nn_contrib_conv2d_NCHWc_add_nn_relu"] == 7
-        assert names["tvmgen_default_fused_nn_contrib_conv2d_winograd_NCHWc_add_nn_relu"] == 2
-        assert names["tvmgen_default_fused_nn_contrib_conv2d_NCHWc_add_add_nn_relu"] == 2
-        assert names["tvmgen_default_fused_nn_contrib_conv2d_winograd_NCHWc_add_add_nn_relu"] == 1
+        # the 3x3 stride-1 convolutions at 32 x 32 (F(4x4, 3x3)) and at 16 x 16 with 128
+        # channels (F(2x2, 3x3)) run as Winograd
+        assert names["tvmgen_default_fused_nn_contrib_conv2d_NCHWc_add_nn_relu"] == 6
+        assert names["tvmgen_default_fused_nn_contrib_conv2d_winograd_NCHWc_add_nn_relu"] == 3
+        assert names["tvmgen_default_fused_nn_contrib_conv2d_NCHWc_add_add_nn_relu"] == 1
+        assert names["tvmgen_default_fused_nn_contrib_conv2d_winograd_NCHWc_add_add_nn_relu"] == 2
     else:
         assert names["tvmgen_default_fused_nn_contrib_depthwise_conv2d_NCHWc_add_nn_relu"] == 13
 

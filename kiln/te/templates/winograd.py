@@ -34,36 +34,47 @@ from kiln.te.templates.conv2d import divisors, register_budget, schedule_pad
 from kiln.te.templates.registry import L2_RESIDENT_BYTES, TargetInfo, register_template
 from kiln.te.tensor import ComputeOp, PlaceholderOp
 
-__all__ = ["WINOGRAD_TAGS", "WINOGRAD_TILE", "WinogradPattern", "match_winograd",
-           "schedule_winograd", "winograd_pays"]
+__all__ = ["WINOGRAD_TAGS", "WinogradPattern", "match_winograd", "schedule_winograd",
+           "winograd_tile"]
 
 # the compute tag of the batched product, the function's only reduction
 WINOGRAD_TAGS = ("winograd_bgemm",)
-# the output tile m of F(m x m, 3 x 3) the rewrite uses
-WINOGRAD_TILE = 4
-# fewest tiles (of m x m outputs) for which the transforms and the products pay: 4 x 4 or 4 x 5
-# tiles (outputs of 14 x 14 to 16 x 16, 13 x 17) ran at 0.9-1.1 times the direct convolution's
-# time, 5 x 5 at 0.4-0.6
+# fewest tiles (of m x m outputs) for which the transforms and the products pay
 _MIN_TILES = 25
-# largest transformed filter bank (a x a = 36 values per filter, four times the 3x3 one)
-_MAX_WEIGHT_BYTES = 16 << 20
+# largest transformed filter bank: a x a values per filter (36 for F(4x4, 3x3), four times the
+# 3x3 one) are read once per block of tiles; 512 -> 512 channels at 14 x 14 (16.8 MB of F(2x2),
+# 37.7 MB of F(4x4) filters) ran 1.6-1.9 times the direct convolution's time, 256 -> 256 at
+# 28 x 28 (9.4 MB) 0.29
+_MAX_WEIGHT_BYTES = 12 << 20
+# F(2x2, 3x3) instead where F(4x4)'s tiles are too few: from this many input and output channels
+# (the products outweigh its costlier transforms per output)
+_SMALL_TILE_CHANNELS = 128
 
 
-def winograd_pays(c_in: int, c_out: int, oh: int, ow: int, in_block: int) -> bool:
-    """Whether a 3x3 stride-1 convolution of ``c_in`` -> ``c_out`` channels with an ``oh x ow``
-    output runs faster as ``F(4 x 4, 3 x 3)`` than directly: at least :data:`_MIN_TILES` tiles,
-    input channel blocks of at least 8 (the input transform is vectorized over the block) and a
-    transformed weight of at most 16 MB.
+def winograd_tile(c_in: int, c_out: int, oh: int, ow: int, in_block: int) -> int | None:
+    """The output tile ``m`` of the Winograd ``F(m x m, 3 x 3)`` that runs a 3x3 stride-1
+    convolution of ``c_in`` -> ``c_out`` channels with an ``oh x ow`` output faster than the
+    direct template, or None when neither does.
 
-    Measured on one Zen 5 core against the direct template (``conv + bias + relu``): ResNet's
-    64 x 56 x 56 and 128 x 28 x 28 layers 0.34-0.36 of its time, 256 x 28 x 28 0.29, CRNN's
-    128 x 8 x 80 0.34, DBNet's 96 -> 24 at 160 x 160 0.48, 16 x 80 x 80 0.54, 32 -> 64 at
-    32 x 32 0.72; 256 x 14 x 14 (16 tiles) 0.88-0.98, 64 x 13 x 17 (20 tiles, small) 1.08.
+    4 where the output has at least :data:`_MIN_TILES` tiles of 4 x 4; else 2 where it has that
+    many tiles of 2 x 2 and at least :data:`_SMALL_TILE_CHANNELS` channels in and out. Input
+    channel blocks of at least 8 (the input transform is vectorized over the block), a
+    transformed weight of at most :data:`_MAX_WEIGHT_BYTES`.
+
+    Measured on one Zen 5 core, kernel (with bias + relu) against the direct template:
+    F(4x4): ResNet's 64 x 56 x 56 and 128 x 28 x 28 layers 0.34-0.36 of its time, 256 x 28 x 28
+    0.29, CRNN's 128 x 8 x 80 0.34, DBNet's 96 -> 24 (computed as 32) at 160 x 160 0.35-0.48,
+    16 x 80 x 80 0.54, 32 -> 64 at 32 x 32 0.72. F(2x2) at 14 x 14 (ResNet's third stage): 256
+    channels 0.53 (F(4x4): 0.56), 128 channels 0.52 (0.92); at 16 x 16 with 64 channels 1.18
+    (F(4x4): 0.86), and 256 x 7 x 7 1.55 (0.96).
     """
-    m = WINOGRAD_TILE
-    a = m + 2
-    tiles = -(-oh // m) * -(-ow // m)
-    return tiles >= _MIN_TILES and in_block >= 8 and a * a * c_in * c_out * 4 <= _MAX_WEIGHT_BYTES
+    for m, least in ((4, 1), (2, _SMALL_TILE_CHANNELS)):
+        a = m + 2
+        tiles = -(-oh // m) * -(-ow // m)
+        if tiles >= _MIN_TILES and min(c_in, c_out) >= least and in_block >= 8 \
+                and a * a * c_in * c_out * 4 <= _MAX_WEIGHT_BYTES:
+            return m
+    return None
 
 
 @dataclass(frozen=True)
@@ -134,11 +145,11 @@ def _gemm_tile(k_blocks: int, rows: int, cols: int, budget: int) -> tuple[int, i
     return best[1]
 
 
-def _tile_block(nh: int, nw: int, c_in: int, c_out: int) -> tuple[int, int]:
+def _tile_block(nh: int, nw: int, a: int, c_in: int, c_out: int) -> tuple[int, int]:
     """``(rows, cols)`` of the block of tiles transformed, multiplied and transformed back
     together: whole rows of tiles while their transformed inputs and products (``a * a`` values
     per tile and channel, in and out) fit in L2 together, else part of one row."""
-    per_tile = 36 * 4 * (c_in + c_out)
+    per_tile = a * a * 4 * (c_in + c_out)
     rows = [d for d in divisors(nh) if d * nw * per_tile <= L2_RESIDENT_BYTES]
     if rows:
         return rows[-1], nw
@@ -189,7 +200,7 @@ def schedule_winograd(dag: ComputeDAG, target: TargetInfo) -> State | None:
     pack, left, right = pattern.pack, pattern.left, pattern.right + 1
     # the output: blocks of tiles in parallel; in a block a tile's m x m outputs of one channel
     # block together (A^T (M A), the selects folded), the epilogue applied there
-    rows, cols = _tile_block(nh, nw, c_in, k_blocks * block)
+    rows, cols = _tile_block(nh, nw, a, c_in, k_blocks * block)
     n, k, y, x, kv = state.stages[out].iters
     y0, y1 = state.split(out, y, [m])
     x0, x1 = state.split(out, x, [m])
