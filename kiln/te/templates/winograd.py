@@ -158,6 +158,7 @@ def _tile_block(nh: int, nw: int, a: int, c_in: int, c_out: int) -> tuple[int, i
 
 
 def _tile_loops(state: State, sid: int, unrolled: tuple[int, ...], vector: int) -> None:
+    """Unroll iterators ``unrolled`` of stage ``sid`` and vectorize iterator ``vector``."""
     for it in unrolled:
         state.unroll(sid, it)
     state.vectorize(sid, vector)
@@ -211,8 +212,8 @@ def schedule_winograd(dag: ComputeDAG, target: TargetInfo) -> State | None:
     if parallel:
         state.parallel(out, fused)
     _tile_loops(state, out, (4,), 6)
-    # the block's input transform, a tile and channel block at a time: B^T d in registers, then
-    # (B^T d) B stored
+    # the block's input transform, a tile and channel block at a time: B^T d into a small stack
+    # buffer, then (B^T d) B stored, each step one tile position per unrolled copy
     state.compute_at(pack, out, 0)
     xi, nu, i, th, tw, c, ci = state.stages[pack].iters
     state.reorder(pack, [i, th, tw, c, xi, nu, ci])
@@ -235,7 +236,7 @@ def schedule_winograd(dag: ComputeDAG, target: TargetInfo) -> State | None:
     xi, nu, i, th, tw, kk, kv, rc, ri = state.stages[gemm - 1].iters
     state.reorder(gemm - 1, [xi, nu, i, rc, ri, th, tw, kk, kv])
     _tile_loops(state, gemm - 1, (5, 6, 7), 8)
-    # M A of one tile and channel block, in registers
+    # M A of one tile and channel block, one tile position per unrolled copy
     state.compute_at(right, out, 3)
     _tile_loops(state, right, (1,), 6)
     schedule_pad(state, pattern.pad, target)
