@@ -9,6 +9,7 @@ family               operators
 ``elemwise``         unary/binary math, comparisons, logic, clip, cast, reinterpret, where
 ``nn``               dense/matmul, activations, softmax, normalisations, dropout, pad, lrn, ...
 ``conv``             conv1d/2d/3d, conv2d_transpose, NCHWc variants
+``nn_winograd``      Winograd 3x3 convolution on NCHWc data (Kiln's, AlterOpLayout's choice)
 ``deformable_conv``  deformable_conv2d (DCNv1, and DCNv2 with a mask)
 ``pool``             max/avg/global/adaptive pooling
 ``reduce``           sum, mean, max, min, prod, argmax, argmin, variance, ...
