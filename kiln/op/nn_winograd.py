@@ -93,17 +93,14 @@ def winograd_matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         at[:, j] = p ** np.arange(m)
         g[j] = p ** np.arange(KERNEL) / np.prod([p - q for q in np.delete(points, j)])
     at[m - 1, a - 1] = g[a - 1, KERNEL - 1] = 1.0
-    # column l of B^T: sum_j (A^T[i, j] G[j, k]) B^T[j, l] == (l == i + k) for all i, k
+    # sum_j (A^T[i, j] G[j, k]) B^T[j, l] == (l == i + k): rows (i, k), one column per l
     system = np.einsum("ij,jk->ikj", at, g).reshape(m * KERNEL, a)
-    bt = np.zeros((a, a))
-    for col in range(a):
-        rhs = np.array([float(col == i + k) for i in range(m) for k in range(KERNEL)])
-        bt[:, col] = np.linalg.lstsq(system, rhs, rcond=None)[0]
+    target = np.array([[float(col == i + k) for col in range(a)] for i in range(m)
+                       for k in range(KERNEL)])
+    bt = np.linalg.lstsq(system, target, rcond=None)[0]
     # the entries are dyadic rationals (0, +-1/2, +-1, +-3/2, ...): exact in binary floats
     bt = np.round(bt * 2.0 ** 20) / 2.0 ** 20
-    assert np.allclose(np.einsum("ij,jk,jl->ikl", at, g, bt).reshape(m * KERNEL, a),
-                       [[float(col == i + k) for col in range(a)] for i in range(m)
-                        for k in range(KERNEL)], atol=1e-12), "Winograd matrices"
+    assert np.allclose(system @ bt, target, atol=1e-12), "Winograd matrices"
     return at, g, bt
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "RegisterTile",
     "choose_register_tile",
     "divisors",
+    "elementwise_epilogue",
     "inline_epilogue",
     "match_nchwc",
     "register_budget",
@@ -135,11 +136,10 @@ def match_nchwc(dag: ComputeDAG, tags: Sequence[str], dtype: str = "float32") ->
     if any(op.output_dtype(0) != dtype for op in (ops[i] for i in computes)
            if isinstance(op, ComputeOp)):
         return None
-    # the stages after the main one in data flow (stages are in topological order)
-    after = {id(main_op)}
-    for i in computes:
-        if i > main and any(id(t.op) in after for t in ops[i].input_tensors()):
-            after.add(id(ops[i]))
+    epilogue = elementwise_epilogue(dag, main)
+    if epilogue is None:
+        return None
+    after = {id(main_op), *(id(ops[i]) for i in epilogue)}
     feeds_main = {id(t.op) for t in main_op.input_tensors()}
     pad: int | None = None
     side: list[int] = []
@@ -159,16 +159,43 @@ def match_nchwc(dag: ComputeDAG, tags: Sequence[str], dtype: str = "float32") ->
             side.append(i)
     if pad is not None and any(_reads(ops[pad], ops[s]) for s in side):
         return None  # a side stage feeding the padding
-    epilogue = tuple(i for i in computes if i > main and id(ops[i]) in after)
+    return NCHWcPattern(main, pad, epilogue, tuple(side))
+
+
+def elementwise_epilogue(dag: ComputeDAG, main: int) -> tuple[int, ...] | None:
+    """The stages after stage ``main`` in data flow (stages are in topological order), when
+    each is element-wise on the main stage's shape and reads it and the stages before it at
+    their own indices; None otherwise.
+
+    Parameters
+    ----------
+    dag : ComputeDAG
+        The fused function.
+    main : int
+        Stage id of the anchor (a convolution, a pooling window, a Winograd output).
+
+    Returns
+    -------
+    tuple of int or None
+        The epilogue's stage ids, in order (the last one the output when not empty).
+    """
+    ops = dag.ops
+    main_op = ops[main]
+    assert isinstance(main_op, ComputeOp)
+    after = {id(main_op)}
     chain: list[Operation] = [main_op]
-    for i in epilogue:
-        op = ops[i]
-        assert isinstance(op, ComputeOp)
+    epilogue: list[int] = []
+    for i, op in enumerate(ops):
+        if i <= main or not isinstance(op, ComputeOp) \
+                or not any(id(t.op) in after for t in op.input_tensors()):
+            continue
         if op.is_reduction or tuple(op.shape) != tuple(main_op.shape) \
                 or not all(_identity_reads(op, p) for p in chain):
             return None
+        after.add(id(op))
         chain.append(op)
-    return NCHWcPattern(main, pad, epilogue, tuple(side))
+        epilogue.append(i)
+    return tuple(epilogue)
 
 
 def inline_epilogue(state: State, pattern: NCHWcPattern) -> None:

@@ -30,7 +30,12 @@ from dataclasses import dataclass
 from kiln.te.dag import ComputeDAG
 from kiln.te.default_schedule import PARALLEL_MIN_WORK
 from kiln.te.loop_state import State
-from kiln.te.templates.conv2d import divisors, register_budget, schedule_pad
+from kiln.te.templates.conv2d import (
+    divisors,
+    elementwise_epilogue,
+    register_budget,
+    schedule_pad,
+)
 from kiln.te.templates.registry import L2_RESIDENT_BYTES, TargetInfo, register_template
 from kiln.te.tensor import ComputeOp, PlaceholderOp
 
@@ -108,22 +113,13 @@ def match_winograd(dag: ComputeDAG) -> WinogradPattern | None:
             or any(ops[i].output_dtype(0) != "float32" for i in computes):
         return None
     pad, left, pack, bgemm, right, main = (i for i in found if i is not None)
-    main_op = ops[main]
-    assert isinstance(main_op, ComputeOp)
-    after = {id(main_op)}
-    epilogue = []
-    for i in computes:
-        if i > main and any(id(t.op) in after for t in ops[i].input_tensors()):
-            op = ops[i]
-            assert isinstance(op, ComputeOp)
-            if op.is_reduction or tuple(op.shape) != tuple(main_op.shape):
-                return None
-            after.add(id(op))
-            epilogue.append(i)
+    epilogue = elementwise_epilogue(dag, main)
+    if epilogue is None:
+        return None
     side = [i for i in computes if i not in (pad, left, pack, bgemm, right, main, *epilogue)]
     if any(getattr(ops[i], "is_reduction", False) for i in side):
         return None
-    return WinogradPattern(pad, left, pack, bgemm, right, main, tuple(epilogue), tuple(side))
+    return WinogradPattern(pad, left, pack, bgemm, right, main, epilogue, tuple(side))
 
 
 def _gemm_tile(k_blocks: int, rows: int, cols: int, budget: int) -> tuple[int, int, int]:
