@@ -354,10 +354,10 @@ def _conv2d_rule(target: Target) -> Rule:
         data_expr: Expr | None = None
         # A channel-padded input (a padded convolution's extra channels, kept through its
         # epilogue) is taken as it is: the weights get zero input channels (a depthwise
-        # convolution zero filters, its result staying padded).
+        # convolution zero filters, its result staying padded). A weight computed at run time
+        # (a squeeze-excitation's scale folded into it) is padded in the kernel that packs it.
         pad_in = prop.value(call.args[0]).padded
-        if (pad_in is None or not isinstance(weight_expr, Constant)
-                or te_dispatch.current_dispatchers()
+        if (pad_in is None or te_dispatch.current_dispatchers()
                 or pad_in.held != blocked_layout(channel_block(pad_in.channels, lanes))):
             pad_in = None
         if attrs.groups == 1:
@@ -366,7 +366,7 @@ def _conv2d_rule(target: Target) -> Rule:
             if te_dispatch.current_dispatchers():
                 logged = _tvm_blocks_in_log(attrs, data, weight)
                 ic, oc = logged or (ic, oc)
-            elif isinstance(weight_expr, Constant) and data.shape[2] * data.shape[3] > 1:
+            elif data.shape[2] * data.shape[3] > 1:
                 # (over one pixel, a squeeze-excitation's fc, the weights bind, not the lanes)
                 padded = conv_padded_channels(c_out, lanes)
             extra_in = 0
@@ -402,7 +402,7 @@ def _conv2d_rule(target: Target) -> Rule:
             name, kernel_layout = "nn.contrib_conv2d_NCHWc", f"OIHW{ic}i{oc}o"
         else:
             return None
-        if padded != c_out:  # zero filters, packed once at build time
+        if padded != c_out:  # zero filters, packed once at build time (a constant weight)
             weight_expr = K.nn.pad(weight_expr, ((0, padded - c_out), (0, 0), (0, 0), (0, 0)))
         computed = blocked_layout(out_bn)
         new_attrs = attrs.replace(channels=padded, kernel_size=tuple(weight.shape[2:]),

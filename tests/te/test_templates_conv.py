@@ -207,6 +207,8 @@ WINDOW_CASES = [
     WindowCase("depthwise", 2, 16, 9, 11, 5, 1, 2, 1, 8, "bias_residual_relu"),
     WindowCase("depthwise", 1, 16, 13, 13, 3, 1, 2, 2, 16, "none"),
     WindowCase("depthwise", 1, 16, 37, 37, 3, 1, 1, 1, 16, "bias_relu"),
+    WindowCase("depthwise", 2, 32, 28, 28, 3, 1, 1, 1, 16, "bias_clip"),  # bands of rows
+    WindowCase("max", 1, 16, 12, 12, 3, 1, 1, 1, 16, "none"),
     WindowCase("max", 1, 32, 16, 16, 3, 2, 1, 1, 16, "bias_relu"),
     WindowCase("max", 2, 16, 11, 11, 2, 2, 0, 1, 8, "none"),
     WindowCase("avg", 1, 16, 13, 13, 3, 1, 1, 1, 16, "none"),
@@ -354,6 +356,26 @@ def test_window_tile_leaves_room_for_its_inputs(k: int, width: int, vector_bytes
     assert state is not None
     source = CCodegen(vector_bytes).function(lower(fdag.dag, state, args=fdag.args, name="dw"))
     assert f"depthwise_conv2d_NCHWc_local in {accumulators} vector variables" in source
+
+
+@pytest.mark.parametrize("stride, threads, rows", [
+    (1, 1, 16),  # 14 rows of tiles a band (56 / 14 = 4 parallel chunks) + the window's 2
+    (1, 2, 9),   # 8 chunks for 2 threads: bands of 7 rows
+    (2, 1, 3),   # strided: the rows of one row of tiles
+])
+def test_padded_rows_are_made_per_band(stride: int, threads: int, rows: int) -> None:
+    """A stride-1 window makes the padded input rows of a band of output rows at once (each
+    input row copied about once) instead of the window's rows per output row (three times)."""
+    from kiln.codegen.c_codegen import CCodegen
+
+    case = WindowCase("depthwise", 1, 16, 56 * stride, 56 * stride, 3, stride, 1, 1, 16,
+                      "bias_relu")
+    fdag = function_to_dag(case.function(), "dw")
+    state = apply_template(fdag.dag, TargetInfo(64, threads))
+    assert state is not None
+    source = CCodegen(64).function(lower(fdag.dag, state, args=fdag.args, name="dw"))
+    width = 56 * stride + 2 if stride == 1 else 113  # the columns the windows read
+    assert f"float pad_temp[{rows * width * 16}]" in source
 
 
 def test_conv_template_shape() -> None:

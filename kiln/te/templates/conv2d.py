@@ -467,13 +467,14 @@ def schedule_pad(state: State, sid: int, target: TargetInfo) -> None:
 
 
 def schedule_epilogue_tile(state: State, out: int, tile: RegisterTile, work: int,
-                           target: TargetInfo, rows_outer: bool = False) -> int:
+                           target: TargetInfo, rows_outer: bool = False, band: int = 1) -> int:
     """Tile the 5-D output stage and return the loop to compute the accumulator at.
 
     The output's loops ``(n, oc_chunk, oh, ow, oc_block)`` become ``(n@oc.0@oh.0 [parallel],
     ow.0, oc.1, oh.1, ow.1 [unrolled], oc_block [vectorized])``; with ``rows_outer`` the
     parallel loop is ``n@oh.0@oc.0`` (each input row is read for every channel tile while it is
-    in cache, the weights cycling instead).
+    in cache, the weights cycling instead). With ``band > 1``, ``oh.0`` is split by ``band``
+    and its inner part runs between the parallel loop and ``ow.0``.
 
     Parameters
     ----------
@@ -487,6 +488,10 @@ def schedule_epilogue_tile(state: State, out: int, tile: RegisterTile, work: int
         Multiply-adds of the whole function (decides whether the loop runs in parallel).
     target : TargetInfo
         Usable cores.
+    rows_outer : bool
+        Rows outside the channel tiles in the parallel loop.
+    band : int
+        Rows of tiles per iteration of the parallel loop (a divisor of ``oh / oh_t``).
 
     Returns
     -------
@@ -497,17 +502,21 @@ def schedule_epilogue_tile(state: State, out: int, tile: RegisterTile, work: int
     oc0, oc1 = state.split(out, oc, [tile.oc_t])
     oh0, oh1 = state.split(out, oh, [tile.oh_t])
     ow0, ow1 = state.split(out, ow, [tile.ow_t])
-    outer = [n, oh0, oc0] if rows_outer else [n, oc0, oh0]
-    state.reorder(out, [*outer, ow0, oc1, oh1, ow1, ocb])
+    rows = [oh0]
+    if band > 1:
+        rows = list(state.split(out, oh0, [band]))
+    outer = [n, rows[0], oc0] if rows_outer else [n, oc0, rows[0]]
+    state.reorder(out, [*outer, *rows[1:], ow0, oc1, oh1, ow1, ocb])
     fused = state.fuse(out, outer)
     if target.num_threads > 1 and work >= PARALLEL_MIN_WORK:
         state.parallel(out, fused)
-    for it in (2, 3, 4):
+    at = len(rows)
+    for it in (at + 1, at + 2, at + 3):
         state.unroll(out, it)
     block = ocb.extent or 1
     if block > 1 and block & (block - 1) == 0:
-        state.vectorize(out, 5)
-    return 1
+        state.vectorize(out, at + 4)
+    return at
 
 
 def _reduce_extent(op: ComputeOp) -> int:
