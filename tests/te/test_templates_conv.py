@@ -358,24 +358,28 @@ def test_window_tile_leaves_room_for_its_inputs(k: int, width: int, vector_bytes
     assert f"depthwise_conv2d_NCHWc_local in {accumulators} vector variables" in source
 
 
-@pytest.mark.parametrize("stride, threads, rows", [
-    (1, 1, 16),  # 14 rows of tiles a band (56 / 14 = 4 parallel chunks) + the window's 2
-    (1, 2, 9),   # 8 chunks for 2 threads: bands of 7 rows
-    (2, 1, 3),   # strided: the rows of one row of tiles
+@pytest.mark.parametrize("kind, stride, threads, rows", [
+    ("max", 1, 1, 16),  # 14 rows of tiles a band (56 / 14 = 4 parallel chunks) + the window's 2
+    ("max", 1, 2, 9),   # 8 chunks for 2 threads: bands of 7 rows
+    ("max", 2, 1, 0),   # strided: read in place
+    ("depthwise", 1, 1, 0),  # read in place
 ])
-def test_padded_rows_are_made_per_band(stride: int, threads: int, rows: int) -> None:
-    """A stride-1 window makes the padded input rows of a band of output rows at once (each
-    input row copied about once) instead of the window's rows per output row (three times)."""
+def test_padding_is_read_in_place_or_made_per_band(kind: str, stride: int, threads: int,
+                                                   rows: int) -> None:
+    """A depthwise convolution or a strided window reads its input in place, a stride-1 pooling
+    makes the padded input rows of a band of output rows at once (each input row copied about
+    once, not three times as per output row)."""
     from kiln.codegen.c_codegen import CCodegen
 
-    case = WindowCase("depthwise", 1, 16, 56 * stride, 56 * stride, 3, stride, 1, 1, 16,
-                      "bias_relu")
-    fdag = function_to_dag(case.function(), "dw")
+    case = WindowCase(kind, 1, 16, 56 * stride, 56 * stride, 3, stride, 1, 1, 16, "bias_relu")
+    fdag = function_to_dag(case.function(), "window")
     state = apply_template(fdag.dag, TargetInfo(64, threads))
     assert state is not None
-    source = CCodegen(64).function(lower(fdag.dag, state, args=fdag.args, name="dw"))
-    width = 56 * stride + 2 if stride == 1 else 113  # the columns the windows read
-    assert f"float pad_temp[{rows * width * 16}]" in source
+    source = CCodegen(64).function(lower(fdag.dag, state, args=fdag.args, name="window"))
+    if rows:
+        assert f"float pad_temp[{rows * 58 * 16}]" in source
+    else:
+        assert "pad_temp" not in source
 
 
 def test_conv_template_shape() -> None:

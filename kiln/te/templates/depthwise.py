@@ -12,8 +12,11 @@ block is the vector and nothing is shared across channel blocks. The schedule, a
   its loops ordered ``kh, kw, tile rows, tile columns, channel block`` with ``kw`` and the tile
   unrolled: every ``(column, kw)`` pair is a constant offset, so the C compiler loads each input
   vector of a row once for all the taps that read it, and the accumulators stay in registers;
-* the padded input rows a band reads are made at the start of the band, into a buffer that
-  stays in cache (not a padded copy of the whole input).
+* a depthwise convolution, or a strided window, reads its input in place: a tap's load outside
+  the input is replaced by the padding value (the code generator hoists each row's bounds test
+  out of the tile); a stride-1 pooling makes the padded input rows of a band of output rows at
+  the start of the band, into a buffer that stays in cache (:func:`_pad_band`); neither makes a
+  padded copy of the whole input.
 """
 
 from __future__ import annotations
@@ -96,7 +99,11 @@ def schedule_window(dag: ComputeDAG, pattern: NCHWcPattern, target: TargetInfo,
     out = pattern.output + 1
     if pattern.epilogue:
         state.compute_inline(local + 1)
-    band = 1 if pattern.pad is None else _pad_band(dag, pattern, tile, extents, target)
+    # a depthwise convolution, or a strided window, reads its input in place, each load outside
+    # the input replaced by the padding value; a stride-1 pooling makes its padded rows per band
+    in_place = pattern.pad is not None and (weighted or not _stride_one(dag, pattern, extents))
+    band = 1 if pattern.pad is None or in_place else _pad_band(dag, pattern, tile, extents,
+                                                                target)
     at = schedule_epilogue_tile(state, out, tile, work, target, band=band)
     state.compute_at(local, out, at)
     n, oc, y, x, cb, *reduce = state.stages[local].iters
@@ -109,7 +116,9 @@ def schedule_window(dag: ComputeDAG, pattern: NCHWcPattern, target: TargetInfo,
     block = main.shape[4]
     if block > 1 and block & (block - 1) == 0:
         state.vectorize(local, first_tile + 3)
-    if pattern.pad is not None:
+    if in_place:
+        state.compute_inline(pattern.pad)
+    elif pattern.pad is not None:
         # padded rows are made per band of output rows, where the window reads them (a
         # buffer that stays in cache), instead of a padded copy of the whole input
         state.compute_at(pattern.pad, out, 0)
@@ -118,25 +127,32 @@ def schedule_window(dag: ComputeDAG, pattern: NCHWcPattern, target: TargetInfo,
     return state
 
 
+def _stride_one(dag: ComputeDAG, pattern: NCHWcPattern, window: list[int]) -> bool:
+    """Whether the window moves by one row (its padded input has the output's rows plus the
+    window's)."""
+    pad, main = dag.ops[pattern.pad] if pattern.pad is not None else None, dag.ops[pattern.main]
+    assert isinstance(pad, ComputeOp) and isinstance(main, ComputeOp) and len(window) >= 2
+    return pad.shape[2] == main.shape[2] + window[-2] - 1
+
+
 def _pad_band(dag: ComputeDAG, pattern: NCHWcPattern, tile: RegisterTile,
               window: list[int], target: TargetInfo) -> int:
-    """Rows of register tiles whose padded input rows are made together (see
-    :func:`schedule_window`): 1 for a strided window; else the most rows whose padded input
-    stays under half of :data:`L2_RESIDENT_BYTES` while the parallel loop keeps at least
-    ``4 * num_threads`` chunks.
+    """Rows of register tiles whose padded input rows a stride-1 pooling makes together (see
+    :func:`schedule_window`): the most rows whose padded input stays under half of
+    :data:`L2_RESIDENT_BYTES` while the parallel loop keeps at least ``4 * num_threads``
+    chunks.
 
-    Made per row of tiles, the padded rows of a 3-row window were copied three times. Per band
-    (one Zen 5 core, 3x3 depthwise + bias + ReLU): 16 channels at 112 x 112 37 -> 26 us, 32 at
-    112 x 112 81 -> 50 us, 144 at 56 x 56 80 -> 53 us, 576 at 14 x 14 16 -> 11.5 us. A stride-2
-    window copies its rows 1.5 times per row of tiles, and bands of 2 to 8 rows ran 5-40%
-    slower there (96 channels at 112 x 112 -> 56 x 56: 83 -> 95-118 us)."""
-    pad = dag.ops[pattern.pad] if pattern.pad is not None else None
-    main = dag.ops[pattern.main]
+    Made per row of tiles, the padded rows of a 3-row window were copied three times: a 3x3
+    max pooling of 16 channels at 56 x 56 (one Zen 5 core) took 16 us per band, 20 reading its
+    input in place. Depthwise convolutions (and strided windows) read in place: per band, their
+    3x3 kernels ran 0-35% slower than in place (72 channels at 56 x 56: 49 -> 38 us; 576 at 14
+    x 14: 12.7 -> 8.7), per row of tiles 20-60% slower still (32 at 112 x 112: 81 -> 47 us);
+    strided, in place took 0.5-0.8 of a row's copy (64 channels at 112 x 112 -> 56 x 56: 50 ->
+    35 us; ResNet's 3x3 max pooling 94 -> 76 us)."""
+    pad, main = dag.ops[pattern.pad] if pattern.pad is not None else None, dag.ops[pattern.main]
     assert isinstance(pad, ComputeOp) and isinstance(main, ComputeOp) and len(window) >= 2
     batch, chunks, oh, _, _ = main.shape
-    padded_h, padded_w, block = pad.shape[2], pad.shape[3], pad.shape[4]
-    if padded_h != oh + window[-2] - 1:  # strided (or padded beyond what the window reads)
-        return 1
+    padded_w, block = pad.shape[3], pad.shape[4]
     rows = oh // tile.oh_t
     best = 1
     for band in divisors(rows):
