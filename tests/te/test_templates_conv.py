@@ -382,6 +382,20 @@ def test_padding_is_read_in_place_or_made_per_band(kind: str, stride: int, threa
         assert "pad_temp" not in source
 
 
+@pytest.mark.parametrize("threads, bands", [(1, 1), (2, 2), (4, 4)])
+def test_depthwise_threads_split_the_rows(threads: int, bands: int) -> None:
+    """The depthwise template's parallel loop is (batch, band of rows, channel block), one band
+    of rows per thread, as the convolutions around it split their rows: each thread reads what
+    its core wrote."""
+    case = WindowCase("depthwise", 1, 32, 56, 56, 3, 1, 1, 1, 16, "bias_relu")
+    state = apply_template(function_to_dag(case.function(), "dw").dag, TargetInfo(64, threads))
+    assert state is not None
+    lines = str(state).splitlines()
+    outer = "parallel ax0@ax2.0.0@ax1.0@" if threads > 1 else "for ax0@ax2.0.0@ax1.0@"
+    assert lines[1] == f"{outer} (0,{bands * 2})"  # 2 channel blocks
+    assert lines[2] == f"  for ax2.0.1 (0,{56 // bands})"
+
+
 def test_conv_template_shape() -> None:
     """The conv schedule: cache_write accumulator at the output's column tile, padding kept as
     its own parallel stage, the tile loops unrolled and the channel block vectorized."""
