@@ -142,6 +142,13 @@ def test_binary(binary_lib, op: str, dtype: str, shapes) -> None:
     a = _data(rng, shapes[0], dtype, op)
     b = _data(rng, shapes[1], dtype, op)
     out, ref = _run(lib, name, funcs[name], [a, b])
+    if op == "power" and dtype.startswith(("int", "uint")):
+        # integers are raised in float64 (as the reference does): past 2**53 the C library's
+        # pow and NumPy's may round the last bit differently (207 ** 7: ...144 and ...142)
+        big = np.abs(ref.astype(np.float64)) >= 2.0**53
+        np.testing.assert_allclose(out[big].astype(np.float64), ref[big].astype(np.float64),
+                                   rtol=2.0**-51, err_msg=name)
+        out, ref = np.where(big, 0, out), np.where(big, 0, ref)
     _compare(out, ref, funcs[name].body.checked_type.dtype, name)
 
 
