@@ -101,19 +101,21 @@ def schedule_window(dag: ComputeDAG, pattern: NCHWcPattern, target: TargetInfo,
     if pattern.epilogue:
         state.compute_inline(local + 1)
     # a depthwise convolution, or a strided window, reads its input in place, each load outside
-    # the input replaced by the padding value; a stride-1 pooling makes its padded rows per band
+    # the input replaced by the padding value (one Zen 5 core, against padded rows made per band:
+    # 3x3 depthwise over 72 channels at 56 x 56 49 -> 38 us, 576 at 14 x 14 12.7 -> 8.7; strided,
+    # against rows made per output row: 64 channels at 112 x 112 -> 56 x 56 50 -> 35 us,
+    # ResNet's max pooling 94 -> 76 us); a stride-1 pooling makes its padded rows per band
     in_place = pattern.pad is not None and (weighted or not _stride_one(dag, pattern, extents))
     band = 1 if pattern.pad is None or in_place else _pad_band(dag, pattern, tile, extents,
                                                                 target)
     if weighted:
-        # the parallel loop splits the rows, as the convolutions before and after it do
-        # (:func:`~kiln.te.templates.conv2d.schedule_epilogue_tile`'s ``rows_outer``): each
-        # thread reads the rows its core wrote and writes the rows its core reads next, where
-        # splitting the channel blocks had each thread read every row (MobileNetV2 at two
-        # threads, same process, alternating: 15-17% faster in a noisy phase of the machine,
-        # unchanged in a quiet one); one band of rows a thread, a channel block's rows of a
-        # band computed together (at one thread, all rows per channel block: bands cost nothing,
-        # every channel block per row 2% of MobileNetV2)
+        # the parallel loop splits the rows, as the convolutions around it do (``rows_outer``
+        # of :func:`~kiln.te.templates.conv2d.schedule_epilogue_tile`): each thread reads the
+        # rows its core wrote, where splitting the channel blocks had it read every row
+        # (MobileNetV2 at two threads, same process, alternating: 15-17% faster in a noisy
+        # phase of the machine, the same in a quiet one). One band of rows per thread, each
+        # channel block's rows of a band together: at one thread, every channel block per row
+        # took 2% longer over MobileNetV2, bands no longer.
         rows = oh // tile.oh_t
         band = max(d for d in divisors(rows) if rows // d >= min(rows, target.num_threads))
     at = schedule_epilogue_tile(state, out, tile, work, target, rows_outer=weighted, band=band)
@@ -154,13 +156,9 @@ def _pad_band(dag: ComputeDAG, pattern: NCHWcPattern, tile: RegisterTile,
     :data:`L2_RESIDENT_BYTES` while the parallel loop keeps at least ``4 * num_threads``
     chunks.
 
-    Made per row of tiles, the padded rows of a 3-row window were copied three times: a 3x3
-    max pooling of 16 channels at 56 x 56 (one Zen 5 core) took 16 us per band, 20 reading its
-    input in place. Depthwise convolutions (and strided windows) read in place: per band, their
-    3x3 kernels ran 0-35% slower than in place (72 channels at 56 x 56: 49 -> 38 us; 576 at 14
-    x 14: 12.7 -> 8.7), per row of tiles 20-60% slower still (32 at 112 x 112: 81 -> 47 us);
-    strided, in place took 0.5-0.8 of a row's copy (64 channels at 112 x 112 -> 56 x 56: 50 ->
-    35 us; ResNet's 3x3 max pooling 94 -> 76 us)."""
+    Made per row of tiles, the padded rows of a 3-row window were copied three times. A 3x3 max
+    pooling of 16 channels at 56 x 56 (one Zen 5 core) took 16 us with bands, 20 reading its
+    input in place (which depthwise convolutions and strided windows do)."""
     pad, main = dag.ops[pattern.pad] if pattern.pad is not None else None, dag.ops[pattern.main]
     assert isinstance(pad, ComputeOp) and isinstance(main, ComputeOp) and len(window) >= 2
     batch, chunks, oh, _, _ = main.shape
