@@ -396,6 +396,24 @@ def test_depthwise_threads_split_the_rows(threads: int, bands: int) -> None:
     assert lines[2] == f"  for ax2.0.1 (0,{56 // bands})"
 
 
+@pytest.mark.parametrize("case, copied", [
+    (CONV_CASES[0], True),    # stride 1: the padded input is made once
+    (CONV_CASES[1], False),   # stride 2: read in place
+    (CONV_CASES[4], False),   # the 7x7 stride-2 stem (3-channel blocks)
+    (CONV_CASES[7], False),   # dilation 2
+])
+def test_strided_convs_read_their_input_in_place(case, copied: bool) -> None:
+    """A strided (or dilated) convolution reads its input in place, a load outside it replaced
+    by zero, as strided windows do; a stride-1 one reads a padded copy made once per call."""
+    from kiln.codegen.c_codegen import CCodegen
+
+    fdag = function_to_dag(case.function(), "conv")
+    state = apply_template(fdag.dag, TargetInfo(64, 2))
+    assert state is not None
+    source = CCodegen(64).function(lower(fdag.dag, state, args=fdag.args, name="conv"))
+    assert ("pad_temp" in source or "data_pad" in source) == copied
+
+
 def test_conv_template_shape() -> None:
     """The conv schedule: cache_write accumulator at the output's column tile, padding kept as
     its own parallel stage, the tile loops unrolled and the channel block vectorized."""
