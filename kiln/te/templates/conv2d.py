@@ -56,6 +56,7 @@ __all__ = [
     "schedule_conv2d_nchwc",
     "schedule_epilogue_tile",
     "schedule_pad",
+    "strided_window",
 ]
 
 # The compute tags of the blocked convolution stage (``nn.contrib_conv2d_NCHWc``; grouped, with
@@ -213,6 +214,30 @@ def inline_epilogue(state: State, pattern: NCHWcPattern) -> None:
     """
     for sid in (*pattern.side, *pattern.epilogue[:-1]):
         state.compute_inline(sid)
+
+
+def strided_window(dag: ComputeDAG, pattern: NCHWcPattern, window_rows: int) -> bool:
+    """Whether the main stage's window moves by more than one row or is dilated: its padded
+    input has more rows than the output's plus ``window_rows - 1``.
+
+    Parameters
+    ----------
+    dag : ComputeDAG
+        The fused function.
+    pattern : NCHWcPattern
+        Its stages (with a padding stage).
+    window_rows : int
+        Rows of the window (the kernel's height).
+
+    Returns
+    -------
+    bool
+        True for a strided or dilated window.
+    """
+    assert pattern.pad is not None
+    pad, main = dag.ops[pattern.pad], dag.ops[pattern.main]
+    assert isinstance(pad, ComputeOp) and isinstance(main, ComputeOp)
+    return pad.shape[2] > main.shape[2] + window_rows - 1
 
 
 def divisors(n: int) -> list[int]:
@@ -590,9 +615,7 @@ def schedule_conv2d_nchwc(dag: ComputeDAG, target: TargetInfo) -> State | None:
     if block > 1 and block & (block - 1) == 0:
         state.vectorize(local, 8)
     if pattern.pad is not None:
-        pad_rows = dag.ops[pattern.pad].output_shape(0)[2]
-        kh = _reduce_extents(conv)[1]
-        if pad_rows > oh + kh - 1:
+        if strided_window(dag, pattern, _reduce_extents(conv)[1]):
             # a strided (or dilated) convolution reads its input in place, each load outside
             # the input replaced by zero, as strided windows do
             # (:mod:`kiln.te.templates.depthwise`): same process, alternating, one Zen 5 core,
@@ -603,4 +626,3 @@ def schedule_conv2d_nchwc(dag: ComputeDAG, target: TargetInfo) -> State | None:
         else:
             schedule_pad(state, pattern.pad, target)
     return state
-

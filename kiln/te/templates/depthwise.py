@@ -34,6 +34,7 @@ from kiln.te.templates.conv2d import (
     match_nchwc,
     register_budget,
     schedule_epilogue_tile,
+    strided_window,
 )
 from kiln.te.templates.registry import L2_RESIDENT_BYTES, TargetInfo, register_template
 from kiln.te.tensor import ComputeOp
@@ -105,7 +106,8 @@ def schedule_window(dag: ComputeDAG, pattern: NCHWcPattern, target: TargetInfo,
     # 3x3 depthwise over 72 channels at 56 x 56 49 -> 38 us, 576 at 14 x 14 12.7 -> 8.7; strided,
     # against rows made per output row: 64 channels at 112 x 112 -> 56 x 56 50 -> 35 us,
     # ResNet's max pooling 94 -> 76 us); a stride-1 pooling makes its padded rows per band
-    in_place = pattern.pad is not None and (weighted or not _stride_one(dag, pattern, extents))
+    in_place = pattern.pad is not None \
+        and (weighted or strided_window(dag, pattern, extents[-2]))
     band = 1 if pattern.pad is None or in_place else _pad_band(dag, pattern, tile, extents,
                                                                 target)
     if weighted:
@@ -139,14 +141,6 @@ def schedule_window(dag: ComputeDAG, pattern: NCHWcPattern, target: TargetInfo,
         if block > 1 and block & (block - 1) == 0:
             state.vectorize(pattern.pad, 4)
     return state
-
-
-def _stride_one(dag: ComputeDAG, pattern: NCHWcPattern, window: list[int]) -> bool:
-    """Whether the window moves by one row (its padded input has the output's rows plus the
-    window's)."""
-    pad, main = dag.ops[pattern.pad] if pattern.pad is not None else None, dag.ops[pattern.main]
-    assert isinstance(pad, ComputeOp) and isinstance(main, ComputeOp) and len(window) >= 2
-    return pad.shape[2] == main.shape[2] + window[-2] - 1
 
 
 def _pad_band(dag: ComputeDAG, pattern: NCHWcPattern, tile: RegisterTile,
