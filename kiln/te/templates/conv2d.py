@@ -55,6 +55,7 @@ __all__ = [
     "register_budget",
     "schedule_conv2d_nchwc",
     "schedule_epilogue_tile",
+    "reduce_extents",
     "schedule_pad",
     "strided_window",
 ]
@@ -546,7 +547,8 @@ def schedule_epilogue_tile(state: State, out: int, tile: RegisterTile, work: int
     return at
 
 
-def _reduce_extents(op: ComputeOp) -> list[int]:
+def reduce_extents(op: ComputeOp) -> list[int]:
+    """The extents of ``op``'s reduction axes (constant in a template's DAG)."""
     extents = []
     for iv in op.reduce_axis:
         assert iv.dom is not None and isinstance(iv.dom.extent, E.IntImm)
@@ -591,7 +593,7 @@ def schedule_conv2d_nchwc(dag: ComputeDAG, target: TargetInfo) -> State | None:
                                 max_oc_t=max(per_group),
                                 load_bound=budget <= _SIXTEEN_REGISTER_BUDGET or narrow,
                                 issue_bound=True)
-    work = math.prod(conv.shape) * math.prod(_reduce_extents(conv))
+    work = math.prod(conv.shape) * math.prod(reduce_extents(conv))
     state = dag.init_state
     inline_epilogue(state, pattern)
     local = state.cache_write(pattern.main, "local")
@@ -615,7 +617,7 @@ def schedule_conv2d_nchwc(dag: ComputeDAG, target: TargetInfo) -> State | None:
     if block > 1 and block & (block - 1) == 0:
         state.vectorize(local, 8)
     if pattern.pad is not None:
-        if strided_window(dag, pattern, _reduce_extents(conv)[1]):
+        if strided_window(dag, pattern, reduce_extents(conv)[1]):
             # a strided (or dilated) convolution reads its input in place, each load outside
             # the input replaced by zero, as strided windows do
             # (:mod:`kiln.te.templates.depthwise`): same process, alternating, one Zen 5 core,

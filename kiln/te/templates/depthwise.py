@@ -22,7 +22,8 @@ block is the vector and nothing is shared across channel blocks. The schedule, a
 
 from __future__ import annotations
 
-from kiln.te import expr as E
+import math
+
 from kiln.te.dag import ComputeDAG
 from kiln.te.loop_state import State
 from kiln.te.templates.conv2d import (
@@ -32,6 +33,7 @@ from kiln.te.templates.conv2d import (
     divisors,
     inline_epilogue,
     match_nchwc,
+    reduce_extents,
     register_budget,
     schedule_epilogue_tile,
     strided_window,
@@ -76,10 +78,7 @@ def schedule_window(dag: ComputeDAG, pattern: NCHWcPattern, target: TargetInfo,
     if len(main.shape) != 5:
         return None
     batch, chunks, oh, ow, _ = main.shape
-    extents = []
-    for iv in main.reduce_axis:
-        assert iv.dom is not None and isinstance(iv.dom.extent, E.IntImm)
-        extents.append(iv.dom.extent.value)
+    extents = reduce_extents(main)
     budget = register_budget(target)
     unroll_window = bool(extents) and extents[-1] <= UNROLL_WINDOW
     if weighted and unroll_window and target.vector_registers >= 32:
@@ -90,11 +89,7 @@ def schedule_window(dag: ComputeDAG, pattern: NCHWcPattern, target: TargetInfo,
         # pooling's taps (no weights) gained in some models and lost in others, and keep it.
         budget = min(budget, (target.vector_registers - extents[-1]) // 2)
     tile = choose_register_tile(chunks, oh, ow, budget, batch, target.num_threads, max_oc_t)
-    work = 1
-    for e in extents:
-        work *= e
-    for d in main.shape:
-        work *= d
+    work = math.prod(extents) * math.prod(main.shape)
     state = dag.init_state
     inline_epilogue(state, pattern)
     local = state.cache_write(pattern.main, "local")
@@ -108,8 +103,6 @@ def schedule_window(dag: ComputeDAG, pattern: NCHWcPattern, target: TargetInfo,
     # ResNet's max pooling 94 -> 76 us); a stride-1 pooling makes its padded rows per band
     in_place = pattern.pad is not None \
         and (weighted or strided_window(dag, pattern, extents[-2]))
-    band = 1 if pattern.pad is None or in_place else _pad_band(dag, pattern, tile, extents,
-                                                                target)
     if weighted:
         # the parallel loop splits the rows, as the convolutions around it do (``rows_outer``
         # of :func:`~kiln.te.templates.conv2d.schedule_epilogue_tile`): each thread reads the
@@ -120,6 +113,10 @@ def schedule_window(dag: ComputeDAG, pattern: NCHWcPattern, target: TargetInfo,
         # took 2% longer over MobileNetV2, bands no longer.
         rows = oh // tile.oh_t
         band = max(d for d in divisors(rows) if rows // d >= min(rows, target.num_threads))
+    elif pattern.pad is not None and not in_place:
+        band = _pad_band(dag, pattern, tile, extents, target)
+    else:
+        band = 1
     at = schedule_epilogue_tile(state, out, tile, work, target, rows_outer=weighted, band=band)
     state.compute_at(local, out, at)
     n, oc, y, x, cb, *reduce = state.stages[local].iters
