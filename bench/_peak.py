@@ -90,13 +90,16 @@ int main(int argc, char **argv) {
 """
 
 
-def fma_peak(threads: Sequence[int]) -> dict[int, float]:
+def fma_peak(threads: Sequence[int], avx2: bool = False) -> dict[int, float]:
     """Measured fp32 FMA peak of this CPU in GFLOP/s, per thread count.
 
     Parameters
     ----------
     threads : sequence of int
         Thread counts to measure (one OpenMP thread per core asked for).
+    avx2 : bool
+        Probe with 32-byte vectors even where the CPU has AVX-512 (``-mno-avx512f``): the peak
+        of AVX2 code on this machine, for comparisons held to AVX2.
 
     Returns
     -------
@@ -112,8 +115,8 @@ def fma_peak(threads: Sequence[int]) -> dict[int, float]:
         src = Path(tmp) / "fma_peak.c"
         exe = Path(tmp) / "fma_peak"
         src.write_text(PROBE_SOURCE)
-        cmd = [*shlex.split(settings.cc), "-O3", "-march=native", "-ffp-contract=fast", "-fopenmp",
-               str(src), "-o", str(exe)]
+        cmd = [*shlex.split(settings.cc), "-O3", "-march=native", *(["-mno-avx512f"] if avx2 else []),
+               "-ffp-contract=fast", "-fopenmp", str(src), "-o", str(exe)]
         built = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if built.returncode != 0:
             raise RuntimeError(f"FMA probe: {shlex.join(cmd)} failed:\n{built.stderr.strip()}")

@@ -17,6 +17,7 @@ import onnx
 import onnxruntime as ort
 
 import kiln
+from bench._ort_isa import loaded_isa
 from kiln.codegen.native import detect_vector_bytes
 from kiln.config import settings, usable_cpus
 
@@ -54,6 +55,7 @@ def machine_info() -> dict[str, Any]:
         "load_average": list(os.getloadavg()),
         "kiln": kiln.__version__,
         "onnxruntime": ort.__version__,
+        "onnxruntime_kernels": loaded_isa(),
         "onnx": onnx.__version__,
         "numpy": np.__version__,
         "python": platform.python_version(),
@@ -68,7 +70,8 @@ def machine_lines(info: dict[str, Any]) -> list[str]:
         f"cpu: {info['cpu']}; usable CPUs {info['usable_cpus']}; vector registers "
         f"{info['vector_bytes']} bytes (-march=native)",
         f"load average (1, 5, 15 min): {load}  (other processes share these cores)",
-        f"kiln {info['kiln']}, onnxruntime {info['onnxruntime']}, onnx {info['onnx']}, numpy "
+        f"kiln {info['kiln']}, onnxruntime {info['onnxruntime']} ({info['onnxruntime_kernels']} "
+        f"kernels), onnx {info['onnx']}, numpy "
         f"{info['numpy']}, python {info['python']}; cc: {info['cc']}",
     ]
 

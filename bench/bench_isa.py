@@ -23,6 +23,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import _ort_isa  # noqa: E402
+
+if __name__ == "__main__":  # onnxruntime's kernels are chosen before anything imports it
+    _ort_isa.select_for_script(sys.argv[1:])
+
 from bench._engines import (  # noqa: E402
     KilnRunner,
     build_kiln,
@@ -48,9 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--native-target", default="llvm", help="the native build's target (llvm)")
     p.add_argument("--isa-target", default="llvm -mattr=+avx2,+fma,-avx512f",
                    help="the other build's target (default: AVX2 with FMA, no AVX-512)")
+    _ort_isa.add_option(p)
     p.add_argument("--repeat", type=int, default=10, help="block pairs per comparison")
     p.add_argument("--block-seconds", type=float, default=0.2, help="seconds per block")
     args = p.parse_args(argv)
+    _ort_isa.require(p, args.ort_isa)
     for line in machine_lines(machine_info()):
         print(line)
     print(f"native target {args.native_target!r}, other target {args.isa_target!r}")

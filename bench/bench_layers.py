@@ -66,10 +66,16 @@ from pathlib import Path
 from typing import Any
 
 import onnx
-import onnxruntime as ort
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench import _ort_isa  # noqa: E402
+
+if __name__ == "__main__":  # onnxruntime's kernels are chosen before anything imports it
+    _ort_isa.select_for_script(sys.argv[1:])
+
+import onnxruntime as ort  # noqa: E402
 
 import kiln  # noqa: E402
 from bench._engines import build_kiln  # noqa: E402
@@ -499,6 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--target", default="c",
                         help="Kiln target (default c; 'llvm -mcpu=znver3' builds for AVX2)")
+    _ort_isa.add_option(parser)
     parser.add_argument("--runs", type=int, default=30, help="onnxruntime runs profiled")
     parser.add_argument("--number", type=int, default=10, help="Kiln runs per node measurement")
     parser.add_argument("--repeat", type=int, default=5,
@@ -521,6 +528,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 when any kernel fails")
     parser.add_argument("--json", metavar="FILE", help="write per-kernel rows as JSON")
     args = parser.parse_args(argv)
+    _ort_isa.require(parser, args.ort_isa)
 
     if args.all:
         names = sorted(MODELS)

@@ -28,10 +28,16 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench import _ort_isa  # noqa: E402
+
+if __name__ == "__main__":  # onnxruntime's kernels are chosen before anything imports it
+    _ort_isa.select_for_script(sys.argv[1:])
+
+import onnxruntime as ort  # noqa: E402
 
 from bench._engines import (  # noqa: E402
     KilnBuild,
@@ -119,11 +125,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="time budget of the timed blocks per (model, threads); fewer blocks "
                         "(at least 3) are run past it (default 60)")
     p.add_argument("--target", default="c", help="Kiln target (default c)")
+    _ort_isa.add_option(p)
     p.add_argument("--opt-level", type=int, default=3, help="PassContext opt level (default 3)")
     p.add_argument("--peak-gflops", type=float, default=None,
                    help="one-core FMA peak to use instead of measuring it")
     p.add_argument("--json", default=None, help="also write the table to this JSON file")
     args = p.parse_args(argv)
+    _ort_isa.require(p, args.ort_isa)
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = [m for m in args.models if m not in MODELS]
     if unknown:
@@ -202,11 +210,14 @@ def main(argv: list[str] | None = None) -> int:
     info = machine_info()
     for line in machine_lines(info):
         print(line)
-    measured = (fma_peak(sorted({1, *args.threads})) if args.peak_gflops is None
+    measured = (fma_peak(sorted({1, *args.threads}), avx2=args.ort_isa == "avx2")
+                if args.peak_gflops is None
                 else {1: args.peak_gflops})
     peaks = peak_table(measured, args.threads)
     for line in peak_lines(measured if args.peak_gflops is None else {}, peaks):
         print(line)
+    if args.ort_isa == "avx2" and args.peak_gflops is None:
+        print("  (probed with AVX2 vectors, -mno-avx512f: the ISA onnxruntime is held to)")
     print(f"Kiln target {args.target!r}, opt_level {args.opt_level}; blocks of ~{args.block_seconds} s, "
           f"{args.repeat} pairs (budget {args.max_seconds:.0f} s); times are medians, ratio is the "
           "median per-block-pair ratio [min-max]")
