@@ -65,6 +65,9 @@ DENSE_TAGS = ("dense", "matmul")
 # Dtypes the register-tiled schedules handle (the C generator vectorizes them).
 _FLOAT_DTYPES = ("float32", "float64")
 # Independent multiply-add chains needed to keep the FMA units busy (latency x throughput).
+# With 16 vector registers (AVX2) a tile needs the whole accumulator budget, 12: the loads of
+# ``A`` and ``B`` per multiply-add also count (AVX2 build, Zen 5: a 6 x 2-vector tile 5% faster
+# than 5 x 2 on MiniLM's products and attention, though it pads 128 rows to 132).
 _MIN_CHAINS = 10
 # Fewer multiply-adds than this run in one thread (a parallel region costs microseconds).
 _PARALLEL_MIN_MACS = 1 << 16
@@ -267,8 +270,12 @@ def choose_gemm_tile(rows: int, cols: int, depth: int, panel: int, dtype: str,
     GemmTile
         Vectors of the register width (of the largest power of two dividing a packed panel).
         Among tiles of at most ``registers - 8`` (AVX-512: 24) or ``registers - 4`` (AVX2: 12)
-        accumulators, the one with the least padding (rows and columns past the matrix are
-        skipped by bound checks) and enough independent accumulators wins; ties prefer, for a
+        accumulators, and, for more than 3 rows (a product bound by its multiply-adds, not by
+        streaming ``B``), with a register left for each of its ``B`` vectors and for ``A``'s
+        broadcast (AVX2: 6 x 2 vectors, not 3 x 4, which spills: MiniLM's 128 x 384 x 1536
+        product 1321 -> 1141 us, attention's 128 x 128 x 32 177 -> 96 us), the one with the
+        least padding (rows and columns past the matrix are skipped by bound checks) and enough
+        independent accumulators (``_MIN_CHAINS``) wins; ties prefer, for a
         product of up to 3 rows, a tile of one whole panel (one contiguous stream of ``B``), then
         two vectors per row (the measured best shape), then more rows (fewer loads of ``B``).
     """
@@ -277,6 +284,7 @@ def choose_gemm_tile(rows: int, cols: int, depth: int, panel: int, dtype: str,
     itemsize = target.vector_bytes // width
     lanes = _pow2_divisor(panel, width) if packed else min(width, _pow2_floor(cols))
     budget = _register_budget(target)
+    min_chains = _MIN_CHAINS if target.vector_registers >= 32 else budget
     best: tuple[tuple[float, bool, int, int], GemmTile] | None = None
     for vectors in range(1, 9):
         tile_cols = vectors * lanes
@@ -284,8 +292,10 @@ def choose_gemm_tile(rows: int, cols: int, depth: int, panel: int, dtype: str,
             continue  # a tile within a panel, or whole panels
         padded_cols = -(-cols // tile_cols) * tile_cols
         for mr in range(1, min(rows, budget // vectors) + 1):
+            if rows > 3 and mr > 1 and mr * vectors + vectors + 1 > target.vector_registers:
+                continue  # the B vectors every row reuses and A's broadcast do not fit beside it
             padded = -(-rows // mr) * mr
-            chains = min(1.0, mr * vectors / _MIN_CHAINS)
+            chains = min(1.0, mr * vectors / min_chains)
             whole = rows <= 3 and tile_cols == panel  # a streamed panel (``stream_panel``)
             score = (round(rows / padded * cols / padded_cols * chains, 3), whole,
                      -abs(vectors - 2), mr)
