@@ -294,8 +294,9 @@ static inline {V} kiln_vexp_{S}({V} x) {
 #endif
 }
 /* exp(x) for x <= 0 and NaN (sigmoid's exp(-|x|), softmax's exp(x - max)): no overflow to
-   clamp, and 2^n (n >= -150) applied as 2^(n+25), exact, then 2^-25, which rounds only into
-   the subnormals: the same results as kiln_vexp, in fewer instructions. t = x log2(e) + 1.5 *
+   clamp; without x86's vectors, 2^n (n >= -150) applied as 2^(n+25), exact, then 2^-25, which
+   rounds only into the subnormals: the same results as kiln_vexp, in fewer instructions (with
+   them, the same results too, below). t = x log2(e) + 1.5 *
    2^23 + 152 rounds to an integer in the same binade (the same n: 152 is even, so ties go the
    same way) whose bits are those of 1.5 * 2^23 (0x4b400000) plus n + 152: no conversion to
    integers. */
@@ -310,9 +311,26 @@ static inline {V} kiln_vexpneg_{S}({V} x) {
   {V} xc = kiln_vsel_{S}(x < lo, lo, x);
 #endif
   {V} t = xc * 1.44269502f + 12583064.0f;
-  {V} p = kiln_vexp_poly_{S}(xc, t - 12583064.0f);
+  {V} n = t - 12583064.0f;
+  {V} p = kiln_vexp_poly_{S}(xc, n);
+#if KILN_AVX
+  /* x86: 2^n in one multiply down to n = -125 (t's bits hold n + 152). Below, where p * 2^n is
+     subnormal or 0, its bits are the integer round(p * 2^(n + 149)), made by a conversion
+     instead of by a multiply into the subnormals, which costs x86 a microcode assist: an AVX2
+     softmax whose exps underflow (masked attention scores) took 210 us instead of 120, a
+     sigmoid of x < -104 on 32k floats 39 us instead of 14 (Zen 5); nothing is spent while no
+     lane is below -125. */
+  {I} k = ({I})({V}){AP}_max_ps(({AM})t, {AP}_set1_ps(12583064.0f - 125.0f)) - 0x4b400000;
+  {V} r = p * ({V})((k - 25) << 23);
+  {I} tiny = n < -125.0f;
+  if (!{AP}_movemask_ps(({AM})tiny)) return r;
+  {I} kt = ({I})({V}){AP}_min_ps(({AM})t, {AP}_set1_ps(12583064.0f - 126.0f)) - 0x4b400000;
+  {V} s = p * ({V})((kt + 124) << 23);  /* 2^(n + 149): n + 149 + 127 = kt + 124 */
+  return kiln_vsel_{S}(tiny, ({V}){AP}_cvtps_epi32(({AM})s), r);
+#else
   p = p * ({V})((({I})t - 0x4b400000) << 23);
   return p * 2.98023224e-8f;
+#endif
 #endif
 }
 static inline {V} kiln_vtanh_{S}({V} x) {
