@@ -398,7 +398,7 @@ class VectorBody:
         """``val`` (a bool) as a lane mask of ``bits``-wide integers (-1 true, 0 false)."""
         mt = self.mtype(bits)
         if val.kind == "s":
-            return f"(({mt}){{}} + (({val.code}) ? -1 : 0))"
+            return f"(({mt}){{}} + (int{bits}_t)(({val.code}) ? -1 : 0))"
         if val.kind == "m":
             return self.convert_mask(val, bits)
         nonzero = _VVal(f"({val.code} != 0)", "m", "bool", element_bits(val.dtype))
