@@ -362,11 +362,12 @@ def test_softmax_exp_takes_the_non_positive_exp(target: str) -> None:
 
 @pytest.mark.requires_cc
 @pytest.mark.parametrize("target", ["c", "llvm -mcpu=znver3"])
-@pytest.mark.parametrize(("shape", "vectors"), [((2, 5, 37), 1), ((3, 4, 64), 4)])
+@pytest.mark.parametrize(("shape", "vectors"), [((2, 5, 37), 4), ((3, 4, 64), 4), ((2, 3, 37), 3)])
 def test_row_reduction_partials_live_in_vector_variables(target: str, shape: tuple[int, ...],
                                                          vectors: int) -> None:
     """The lanes of a row reduction's ``rfactor`` accumulator (softmax's max and sum) are vector
-    variables (one per row of a 4-row tile when rows are whole vectors), updated in the row loop
+    variables (one per row of a step of up to 4 rows of the innermost row axis, the rows of a
+    last partial step skipped by bound checks), updated in the row loop
     (a partial last vector through a blend) and folded by one shuffle tree per row, instead of a
     stack array stored and reloaded every step; NaN rows stay NaN and tails are exact."""
     import kiln
