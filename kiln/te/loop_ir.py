@@ -131,6 +131,9 @@ class Stmt:
 # number of row chunks a tile has: each iteration also prefetches its chunk's share of what the
 # same iteration reads, from the buffers that index the tile, one tile ahead (C target only).
 PREFETCH_NEXT_TILE = "prefetch_next_tile"
+# Pragma of a register tile's loop whose bound checks (the rows or columns of a last, partial
+# tile) are unswitched: whole tiles run a copy of the body without them (see kiln.te.lower).
+UNSWITCH_TILE_GUARDS = "unswitch_tile_guards"
 
 
 @dataclass(frozen=True, eq=False, repr=False)

@@ -25,6 +25,7 @@ from kiln.te.bound import BoundInference, StageBounds, limit_inlining, resolve_l
 from kiln.te.expr import PrimExpr, Var, const
 from kiln.te.loop_ir import (
     THREAD_KINDS,
+    UNSWITCH_TILE_GUARDS,
     Allocate,
     Buffer,
     BufferLoad,
@@ -36,11 +37,12 @@ from kiln.te.loop_ir import (
     Stmt,
     Store,
     map_stmt_exprs,
+    walk_stmts,
 )
 from kiln.te.schedule import FuseRelation, Schedule, ScheduleError, SplitRelation, Stage
 from kiln.te.simplify import Simplifier
 from kiln.te.tensor import COMM_REDUCE, CommReducer, ComputeOp, IterVar, PlaceholderOp, Tensor
-from kiln.te.visit import substitute, transform, vars_in
+from kiln.te.visit import post_order, substitute, transform, vars_in
 
 __all__ = ["lower", "lower_schedule"]
 
@@ -203,7 +205,7 @@ class _Lowering:
             if info.stage.attach_type == "root":
                 for buf in reversed(self.temps.get(id(info.stage), [])):
                     body = Allocate(buf, body)
-        body = _auto_unroll(_simplify_stmt(body, self.simp))
+        body = _auto_unroll(_unswitch_guards(_simplify_stmt(body, self.simp), self.simp))
         return PrimFunc(name, self.params, body, dict(attrs))
 
     def _guard(self, conds: list[PrimExpr], body: Stmt) -> Stmt | None:
@@ -538,6 +540,94 @@ def _steps(s: Stmt) -> int:
     if isinstance(s, (LetStmt, Allocate)):
         return _steps(s.body)
     return 1
+
+
+# Most instances of a guard over the variables of the unrolled loops it is in that unswitching
+# tests (a register tile's rows x columns).
+_UNSWITCH_MAX_INSTANCES = 64
+
+
+def _invariant_guards(body: Stmt, simp: Simplifier,
+                      done: frozenset[Any]) -> dict[Any, list[PrimExpr]]:
+    """The guards (``if`` without ``else``) of ``body`` that nothing in ``body`` changes but its
+    unrolled loops (whose every value is known): their conditions by structural key (minus
+    ``done``), each mapped to its instances for every value of those loops."""
+    unrolled: dict[Var, int] = {}
+    for n in walk_stmts(body):
+        if isinstance(n, For) and n.kind == "unrolled":
+            unrolled[n.var] = max(n.extent, unrolled.get(n.var, 0))
+    inner = {n.var for n in walk_stmts(body) if isinstance(n, (For, LetStmt))} - set(unrolled)
+    found: dict[Any, list[PrimExpr]] = {}
+    for node in walk_stmts(body):
+        if not isinstance(node, IfThenElse) or node.else_case is not None:
+            continue
+        cond = node.condition
+        names = vars_in(cond)
+        if names & inner or any(isinstance(n, (BufferLoad, E.TensorLoad)) for n in post_order(cond)):
+            continue
+        key = simp.key(cond)
+        if key in done or key in found:
+            continue
+        loops = [v for v in names if v in unrolled]
+        if not loops or np.prod([unrolled[v] for v in loops]) > _UNSWITCH_MAX_INSTANCES:
+            continue  # only a register tile's bound checks
+        instances = [simp.simplify(substitute(cond, {v: const(int(x), v.dtype)
+                                                     for v, x in zip(loops, values)}))
+                     for values in np.ndindex(*[unrolled[v] for v in loops])]
+        found[key] = instances
+    return found
+
+
+def _assume(s: Stmt, keys: set[Any], simp: Simplifier) -> Stmt:
+    """``s`` with the guards whose condition's key is in ``keys`` replaced by their body."""
+    if isinstance(s, IfThenElse):
+        then = _assume(s.then_case, keys, simp)
+        if s.else_case is None and simp.key(s.condition) in keys:
+            return then
+        other = _assume(s.else_case, keys, simp) if s.else_case is not None else None
+        return IfThenElse(s.condition, then, other)
+    if isinstance(s, For):
+        return For(s.var, s.extent, s.kind, _assume(s.body, keys, simp), s.pragmas)
+    if isinstance(s, Seq):
+        return Seq(tuple(_assume(x, keys, simp) for x in s.stmts))
+    if isinstance(s, LetStmt):
+        return LetStmt(s.var, s.value, _assume(s.body, keys, simp))
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, _assume(s.body, keys, simp))
+    return s
+
+
+def _unswitch_guards(s: Stmt, simp: Simplifier, done: frozenset[Any] = frozenset()) -> Stmt:
+    """Loop unswitching of a register tile's bound checks: the body of a loop marked
+    ``unswitch_tile_guards`` whose guards test only what the body does not change but its
+    unrolled loops (the rows of a tile past the matrix) runs as ``if (every such guard holds for
+    every row) {body without them} else {body}``, so that whole tiles run code without the checks
+    and only the last, partial one pays for them. GCC unswitches only small innermost loops: a
+    6-row tile of a 100-row product with a GELU epilogue, 2 rows checked in the last tile, made
+    its code for every tile slow (AVX2 build: 834 us, against 446 us for 102 rows). Marked by
+    the GEMM template only: unswitching convolution tiles made ResNet-50 4-9% slower and its
+    C code 60% larger."""
+    if isinstance(s, For):
+        if any(key == UNSWITCH_TILE_GUARDS for key, _ in s.pragmas):
+            guards = _invariant_guards(s.body, simp, done)
+            if guards:
+                done = done | frozenset(guards)
+                fast = _unswitch_guards(_assume(s.body, set(guards), simp), simp, done)
+                slow = _unswitch_guards(s.body, simp, done)
+                tests = {simp.key(c): c for instances in guards.values() for c in instances}
+                cond = functools.reduce(E.logical_and, tests.values())
+                return For(s.var, s.extent, s.kind, IfThenElse(cond, fast, slow), s.pragmas)
+        return For(s.var, s.extent, s.kind, _unswitch_guards(s.body, simp, done), s.pragmas)
+    if isinstance(s, Seq):
+        return Seq(tuple(_unswitch_guards(x, simp, done) for x in s.stmts))
+    if isinstance(s, IfThenElse):
+        other = _unswitch_guards(s.else_case, simp, done) if s.else_case is not None else None
+        return IfThenElse(s.condition, _unswitch_guards(s.then_case, simp, done), other)
+    if isinstance(s, LetStmt):
+        return LetStmt(s.var, s.value, _unswitch_guards(s.body, simp, done))
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, _unswitch_guards(s.body, simp, done))
+    return s
 
 
 def _auto_unroll(s: Stmt, limit: int = 0) -> Stmt:

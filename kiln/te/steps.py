@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from kiln.errors import TuningLogError
 from kiln.te import expr as E
 from kiln.te.expr import const
-from kiln.te.loop_ir import PREFETCH_NEXT_TILE
+from kiln.te.loop_ir import PREFETCH_NEXT_TILE, UNSWITCH_TILE_GUARDS
 from kiln.te.loop_state import (
     AnsorStage,
     ComputeAtKind,
@@ -244,8 +244,8 @@ class PragmaStep(Step):
 
     def apply_to_state(self, state: State, dag: Any) -> None:
         """Record the unroll limit on the stage (or drop a ``debug_skip_region`` attachment);
-        Kiln's ``prefetch_next_tile$<rows>`` changes nothing in the state (see
-        :mod:`kiln.codegen.c_prefetch`)."""
+        Kiln's ``prefetch_next_tile$<rows>`` (see :mod:`kiln.codegen.c_prefetch`) and
+        ``unswitch_tile_guards`` (see :mod:`kiln.te.lower`) change nothing in the state."""
         _stage(state, self.stage_id, self)
         if self.pragma_type == "debug_skip_region":
             state.attach_map.delete_stage(self.stage_id)
@@ -256,7 +256,7 @@ class PragmaStep(Step):
         elif self.pragma_type.startswith(PREFETCH_NEXT_TILE + "$"):
             if self._max_step() < 1:
                 raise TuningLogError(f"step {self.to_record()}: the row count is missing")
-        else:
+        elif self.pragma_type != UNSWITCH_TILE_GUARDS:
             raise TuningLogError(f"step {self.to_record()}: unsupported pragma "
                                  f"{self.pragma_type!r}")
 

@@ -39,8 +39,14 @@ from math import prod
 
 from kiln.te import expr as E
 from kiln.te.dag import ComputeDAG
+from kiln.te.loop_ir import UNSWITCH_TILE_GUARDS
 from kiln.te.loop_state import State
-from kiln.te.templates.elemwise import inline_all_but, output_stage_ids, schedule_pointwise
+from kiln.te.templates.elemwise import (
+    has_call,
+    inline_all_but,
+    output_stage_ids,
+    schedule_pointwise,
+)
 from kiln.te.templates.registry import TargetInfo, register_template
 from kiln.te.tensor import ComputeOp
 from kiln.te.visit import post_order
@@ -412,8 +418,9 @@ def _tile_output(state: State, out: int, p: int, mr: int, col_split: list[int]) 
 
 
 def _schedule_broadcast(state: State, acc: int, out: int, c: Contraction, tile: GemmTile,
-                        target: TargetInfo) -> None:
-    """The broadcast-A register tiling of the product ``acc`` computed at the tile of ``out``."""
+                        target: TargetInfo, calls: bool) -> None:
+    """The broadcast-A register tiling of the product ``acc`` computed at the tile of ``out``
+    (``calls``: its fused epilogue calls vector math)."""
     p = c.batch_axes
     if c.cols % tile.lanes:  # accumulator rows start on vector boundaries: they fit registers
         state.storage_align(acc, p, tile.lanes, 0)
@@ -421,6 +428,12 @@ def _schedule_broadcast(state: State, acc: int, out: int, c: Contraction, tile: 
     chunks = prod(c.op.shape[:p]) * -(-c.rows // tile.rows) * -(-c.cols // tile.cols)
     if _parallel_ok(c.op, c.depth, chunks, target):
         state.parallel(out, 0)
+    if c.rows % tile.rows and calls:
+        # whole tiles run without the last one's row checks, where the epilogue calls vector
+        # math (GELU's erf, SiLU's exp): a 100-row product's GELU kernel built for AVX2 took
+        # 834 us with the checks in every tile, 446 us without (BERT at 100 tokens: 22%
+        # faster); with plain epilogues it changed nothing but the compile time
+        state.pragma(out, 0, UNSWITCH_TILE_GUARDS)
     state.unroll(out, 1)
     state.unroll(out, 2)
     if tile.lanes > 1:
@@ -505,7 +518,8 @@ def schedule_contraction(dag: ComputeDAG, c: Contraction, target: TargetInfo,
             outs = [o + 1 if o >= acc else o for o in outs]
         tile = tile or choose_gemm_tile(c.rows, c.cols, c.depth, c.panel, c.op.output_dtype(0),
                                         target)
-        _schedule_broadcast(state, acc, out, c, tile, target)
+        calls = any(isinstance(op, ComputeOp) and has_call(op) for op in dag.ops)
+        _schedule_broadcast(state, acc, out, c, tile, target, calls)
     else:
         out = _schedule_dot(state, acc, outs[0] if fused else acc, c, target)
         outs = [o + 1 if o >= acc else o for o in outs]

@@ -23,6 +23,7 @@ from kiln.te.visit import post_order
 __all__ = [
     "PARALLEL_MIN_ELEMENTS",
     "contiguous_suffix",
+    "has_call",
     "inline_all_but",
     "output_stage_ids",
     "schedule_pointwise",
@@ -30,6 +31,11 @@ __all__ = [
 
 # Fewer elements than this do not pay for a parallel region (it costs microseconds).
 PARALLEL_MIN_ELEMENTS = 1 << 14
+
+
+def has_call(op: ComputeOp) -> bool:
+    """Whether ``op``'s body calls a function (``exp``, ``erf``, ``tanh``, ...)."""
+    return any(isinstance(n, E.Call) for b in op.body for n in post_order(b))
 
 
 def output_stage_ids(dag: ComputeDAG) -> list[int]:

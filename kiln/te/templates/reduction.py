@@ -33,7 +33,7 @@ from kiln.te import expr as E
 from kiln.te.bound import resolve_inlined
 from kiln.te.dag import ComputeDAG
 from kiln.te.loop_state import State
-from kiln.te.templates.elemwise import PARALLEL_MIN_ELEMENTS, output_stage_ids
+from kiln.te.templates.elemwise import PARALLEL_MIN_ELEMENTS, has_call, output_stage_ids
 from kiln.te.templates.registry import TargetInfo, register_template
 from kiln.te.tensor import ComputeOp, Operation
 from kiln.te.visit import post_order
@@ -107,10 +107,6 @@ def _readers(dag: ComputeDAG, op: Operation) -> int:
                and any(t.op is op for t in x.input_tensors()))
 
 
-def _has_call(op: ComputeOp) -> bool:
-    return any(isinstance(n, E.Call) for b in op.body for n in post_order(b))
-
-
 @dataclass(frozen=True)
 class _RowPlan:
     """What the template found: stage ids of the reductions, of the element-wise stages kept
@@ -150,7 +146,7 @@ def _plan(dag: ComputeDAG) -> _RowPlan | None:
         return None  # not row-shaped, or a single row (nothing to run in parallel)
     kept = tuple(i for i, op in enumerate(dag.ops)
                  if isinstance(op, ComputeOp) and not op.is_reduction and i != out and inner
-                 and op.shape == out_op.shape and _has_call(op) and _readers(dag, op) > 1)
+                 and op.shape == out_op.shape and has_call(op) and _readers(dag, op) > 1)
     return _RowPlan(reductions, kept, out, inner, row_size)
 
 
