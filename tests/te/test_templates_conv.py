@@ -531,16 +531,18 @@ def test_register_tile_fits(oc: int, oh: int, ow: int, registers: int, batch: in
 
 @pytest.mark.parametrize(("oc_chunks", "width", "tile"), [
     (8, 56, RegisterTile(2, 1, 5)), (16, 28, RegisterTile(2, 1, 5)), (32, 14, RegisterTile(2, 1, 5)),
-    (64, 7, RegisterTile(2, 7, 1)), (3, 160, RegisterTile(1, 1, 12)),
-    (15, 14, RegisterTile(1, 1, 7))])
+    (64, 7, RegisterTile(2, 7, 1)), (3, 160, RegisterTile(1, 1, 10)),
+    (15, 14, RegisterTile(1, 1, 7)), (9, 52, RegisterTile(3, 1, 3))])
 def test_sixteen_register_tiles_are_load_bound(oc_chunks: int, width: int, tile) -> None:
     """AVX2 (16 registers, 12 accumulators): ResNet-18's 3x3 layers get 2 channel blocks x 5
     columns (a partial last tile at widths 56, 28, 14), measured 94-101 GFLOP/s on Zen 4 where
     the divisor-only 2 x 4 ran at 67-85; at 7 x 7 a partial tile would waste 3 of 10 columns:
     2 blocks x the whole column (14 accumulators) ran at 101 GFLOP/s where 1 x 7 ran at 68
     (ResNet-50's 3x3 512-channel conv). With 3 or 15 channel blocks, 3 blocks x 3 columns would read each
-    weight vector for 3 multiply-adds only: one block as wide as fits (DBNet's 96 -> 24 conv at
-    160 x 160: 81 GFLOP/s against 69; 120 -> 120 at 14 x 14: 92 against 81)."""
+    weight vector for 3 multiply-adds only: one block as wide as fits (120 -> 120 at 14 x 14: 92
+    GFLOP/s against 81), narrower where that tiles the row exactly (DBNet's 96 -> 24 conv at
+    160 x 160: 1 x 10 81 GFLOP/s against 69), else the 3 blocks (YOLOv8's 72-channel conv + SiLU
+    at 52 x 52: 1 x 11 columns with a partial last tile ran 1.8 times as long)."""
     assert choose_register_tile(oc_chunks, width, width, 12, 1, 1) == tile
 
 

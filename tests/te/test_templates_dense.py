@@ -29,8 +29,8 @@ from kiln.ir.expr import Expr, Function
 from kiln.ir.module import IRModule
 from kiln.op.nn_pack import contrib_dense_pack
 from kiln.te import parse_step
-from kiln.te.loop_state import State
 from kiln.te.loop_ir import For, IfThenElse, walk_stmts
+from kiln.te.loop_state import State
 from kiln.te.lower import lower
 from kiln.te.steps import ComputeAtStep
 from kiln.te.templates import TargetInfo, apply_template
