@@ -553,10 +553,13 @@ def _invariant_guards(body: Stmt, simp: Simplifier,
     unrolled loops (whose every value is known): their conditions by structural key (minus
     ``done``), each mapped to its instances for every value of those loops."""
     unrolled: dict[Var, int] = {}
+    inner: set[Var] = set()
     for n in walk_stmts(body):
         if isinstance(n, For) and n.kind == "unrolled":
             unrolled[n.var] = max(n.extent, unrolled.get(n.var, 0))
-    inner = {n.var for n in walk_stmts(body) if isinstance(n, (For, LetStmt))} - set(unrolled)
+        elif isinstance(n, (For, LetStmt)):
+            inner.add(n.var)
+    unrolled = {v: e for v, e in unrolled.items() if v not in inner}
     found: dict[Any, list[PrimExpr]] = {}
     for node in walk_stmts(body):
         if not isinstance(node, IfThenElse) or node.else_case is not None:
