@@ -547,11 +547,10 @@ def _steps(s: Stmt) -> int:
 _UNSWITCH_MAX_INSTANCES = 64
 
 
-def _invariant_guards(body: Stmt, simp: Simplifier,
-                      done: frozenset[Any]) -> dict[Any, list[PrimExpr]]:
+def _invariant_guards(body: Stmt, simp: Simplifier) -> dict[Any, list[PrimExpr]]:
     """The guards (``if`` without ``else``) of ``body`` that nothing in ``body`` changes but its
-    unrolled loops (whose every value is known): their conditions by structural key (minus
-    ``done``), each mapped to its instances for every value of those loops."""
+    unrolled loops (whose every value is known): their conditions by structural key, each mapped
+    to its instances for every value of those loops."""
     unrolled: dict[Var, int] = {}
     inner: set[Var] = set()
     for n in walk_stmts(body):
@@ -569,38 +568,18 @@ def _invariant_guards(body: Stmt, simp: Simplifier,
         if names & inner or any(isinstance(n, (BufferLoad, E.TensorLoad)) for n in post_order(cond)):
             continue
         key = simp.key(cond)
-        if key in done or key in found:
+        if key in found:
             continue
         loops = [v for v in names if v in unrolled]
         if not loops or np.prod([unrolled[v] for v in loops]) > _UNSWITCH_MAX_INSTANCES:
             continue  # only a register tile's bound checks
-        instances = [simp.simplify(substitute(cond, {v: const(int(x), v.dtype)
-                                                     for v, x in zip(loops, values)}))
-                     for values in np.ndindex(*[unrolled[v] for v in loops])]
-        found[key] = instances
+        found[key] = [simp.simplify(substitute(cond, {v: const(int(x), v.dtype)
+                                                      for v, x in zip(loops, values)}))
+                      for values in np.ndindex(*[unrolled[v] for v in loops])]
     return found
 
 
-def _assume(s: Stmt, keys: set[Any], simp: Simplifier) -> Stmt:
-    """``s`` with the guards whose condition's key is in ``keys`` replaced by their body."""
-    if isinstance(s, IfThenElse):
-        then = _assume(s.then_case, keys, simp)
-        if s.else_case is None and simp.key(s.condition) in keys:
-            return then
-        other = _assume(s.else_case, keys, simp) if s.else_case is not None else None
-        return IfThenElse(s.condition, then, other)
-    if isinstance(s, For):
-        return For(s.var, s.extent, s.kind, _assume(s.body, keys, simp), s.pragmas)
-    if isinstance(s, Seq):
-        return Seq(tuple(_assume(x, keys, simp) for x in s.stmts))
-    if isinstance(s, LetStmt):
-        return LetStmt(s.var, s.value, _assume(s.body, keys, simp))
-    if isinstance(s, Allocate):
-        return Allocate(s.buffer, _assume(s.body, keys, simp))
-    return s
-
-
-def _unswitch_guards(s: Stmt, simp: Simplifier, done: frozenset[Any] = frozenset()) -> Stmt:
+def _unswitch_guards(s: Stmt, simp: Simplifier) -> Stmt:
     """Loop unswitching of a register tile's bound checks: the body of a loop marked
     ``unswitch_tile_guards`` whose guards test only what the body does not change but its
     unrolled loops (the rows of a tile past the matrix) runs as ``if (every such guard holds for
@@ -612,24 +591,25 @@ def _unswitch_guards(s: Stmt, simp: Simplifier, done: frozenset[Any] = frozenset
     C code 60% larger."""
     if isinstance(s, For):
         if any(key == UNSWITCH_TILE_GUARDS for key, _ in s.pragmas):
-            guards = _invariant_guards(s.body, simp, done)
+            guards = _invariant_guards(s.body, simp)
             if guards:
-                done = done | frozenset(guards)
-                fast = _unswitch_guards(_assume(s.body, set(guards), simp), simp, done)
-                slow = _unswitch_guards(s.body, simp, done)
+                # the unchecked copy: the guards' conditions taken as true, then pruned away
+                true = const(True, "bool")
+                fast = _prune(map_stmt_exprs(
+                    s.body, lambda e: true if simp.key(e) in guards else e))
                 tests = {simp.key(c): c for instances in guards.values() for c in instances}
                 cond = functools.reduce(E.logical_and, tests.values())
-                return For(s.var, s.extent, s.kind, IfThenElse(cond, fast, slow), s.pragmas)
-        return For(s.var, s.extent, s.kind, _unswitch_guards(s.body, simp, done), s.pragmas)
+                return For(s.var, s.extent, s.kind, IfThenElse(cond, fast, s.body), s.pragmas)
+        return For(s.var, s.extent, s.kind, _unswitch_guards(s.body, simp), s.pragmas)
     if isinstance(s, Seq):
-        return Seq(tuple(_unswitch_guards(x, simp, done) for x in s.stmts))
+        return Seq(tuple(_unswitch_guards(x, simp) for x in s.stmts))
     if isinstance(s, IfThenElse):
-        other = _unswitch_guards(s.else_case, simp, done) if s.else_case is not None else None
-        return IfThenElse(s.condition, _unswitch_guards(s.then_case, simp, done), other)
+        other = _unswitch_guards(s.else_case, simp) if s.else_case is not None else None
+        return IfThenElse(s.condition, _unswitch_guards(s.then_case, simp), other)
     if isinstance(s, LetStmt):
-        return LetStmt(s.var, s.value, _unswitch_guards(s.body, simp, done))
+        return LetStmt(s.var, s.value, _unswitch_guards(s.body, simp))
     if isinstance(s, Allocate):
-        return Allocate(s.buffer, _unswitch_guards(s.body, simp, done))
+        return Allocate(s.buffer, _unswitch_guards(s.body, simp))
     return s
 
 
