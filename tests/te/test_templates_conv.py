@@ -31,7 +31,7 @@ from kiln.te import parse_step
 from kiln.te.default_schedule import default_schedule
 from kiln.te.lower import lower
 from kiln.te.templates import TargetInfo, apply_template
-from kiln.te.templates.conv2d import RegisterTile, choose_register_tile
+from kiln.te.templates.conv2d import RegisterTile, _issue_bound_widths, choose_register_tile
 from kiln.transform.infer_type import infer_type
 
 pytestmark = pytest.mark.requires_cc
@@ -506,15 +506,19 @@ def test_other_patterns_are_left_to_the_default_schedule() -> None:
 @given(oc=st.integers(1, 64), oh=st.integers(1, 120), ow=st.integers(1, 120),
        registers=st.sampled_from([16, 32]), batch=st.integers(1, 4),
        threads=st.integers(1, 8), max_oc_t=st.sampled_from([1, 4, 8]),
-       load_bound=st.sampled_from([None, True, False]), issue_bound=st.booleans())
+       load_bound=st.sampled_from([None, True, False]), issue_bound=st.booleans(),
+       fill_registers=st.booleans())
 def test_register_tile_fits(oc: int, oh: int, ow: int, registers: int, batch: int,
                             threads: int, max_oc_t: int, load_bound: bool | None,
-                            issue_bound: bool) -> None:
+                            issue_bound: bool, fill_registers: bool) -> None:
     budget = registers - 4
     tile = choose_register_tile(oc, oh, ow, budget, batch, threads, max_oc_t, load_bound,
-                                issue_bound)
+                                issue_bound, fill_registers)
     small = budget == 12 and tile == RegisterTile(2, oh, 1) and max(oh, ow) <= 7
-    assert tile.size + tile.oc_t - 1 <= budget or small  # 2 blocks x a column: 14 accumulators
+    # 16 registers filled: the accumulators, a weight vector per block and a broadcast
+    filled = tile.size + tile.oc_t + 1 <= 16 and tile.oc_t <= 2
+    fill = fill_registers and budget == 12 and load_bound is not False
+    assert tile.size + tile.oc_t - 1 <= budget or small or (fill and filled)
     assert oc % tile.oc_t == 0 and oh % tile.oh_t == 0 and tile.oc_t <= max_oc_t
     assert 1 <= tile.ow_t <= ow
     issue_rule = issue_bound and not (budget <= 12 if load_bound is None else load_bound)
@@ -526,7 +530,12 @@ def test_register_tile_fits(oc: int, oh: int, ow: int, registers: int, batch: in
     elif ow <= budget and ow % tile.ow_t:
         raise AssertionError(f"a width {ow} within the budget must be tiled exactly: {tile}")
     # never a needlessly small tile: a whole row when it fits, else at least half the budget
-    assert tile.size >= min(ow, budget // 2)
+    # (or the widest the issue rule allows: 5 of 13 columns for 12 accumulators, where 7 + 6
+    # would leave too short a last tile)
+    least = min(ow, budget // 2)
+    if issue_rule:
+        least = min(least, max(_issue_bound_widths(ow, budget)))
+    assert tile.size >= least
 
 
 @pytest.mark.parametrize(("oc_chunks", "width", "tile"), [
@@ -544,6 +553,25 @@ def test_sixteen_register_tiles_are_load_bound(oc_chunks: int, width: int, tile)
     160 x 160: 1 x 10 81 GFLOP/s against 69), else the 3 blocks (YOLOv8's 72-channel conv + SiLU
     at 52 x 52: 1 x 11 columns with a partial last tile ran 1.8 times as long)."""
     assert choose_register_tile(oc_chunks, width, width, 12, 1, 1) == tile
+
+
+@pytest.mark.parametrize(("oc_chunks", "height", "width", "tile"), [
+    (9, 56, 56, RegisterTile(1, 1, 14)),   # MobileNetV3's 24 -> 72 1x1: 124 -> 105 us
+    (15, 28, 28, RegisterTile(1, 1, 14)),  # its 40 -> 120 1x1: 89 -> 74 us
+    (8, 56, 56, RegisterTile(2, 2, 3)),    # ResNet's 64 -> 64 at 56 x 56 (3x3: 2027 -> 1823 us)
+    (16, 28, 28, RegisterTile(2, 1, 6)),   # 128 -> 128 at 28 x 28 (3x3: 1951 -> 1756 us)
+    (32, 14, 14, RegisterTile(2, 2, 3)),   # 256 -> 1024 at 14 x 14 (1x1: 857 -> 798 us)
+    (12, 26, 26, RegisterTile(2, 2, 3)),   # 96 -> 96 at 26 x 26 (3x3: 1126 -> 863 us)
+    (3, 160, 160, RegisterTile(1, 2, 7)),  # DBNet's 96 -> 24 at 160 x 160 (9682 -> 9342 us)
+    (4, 40, 40, RegisterTile(2, 1, 6)),    # a tie in idle slots: one row
+    (64, 7, 7, RegisterTile(2, 7, 1)),     # small outputs keep 2 blocks x a column
+    (4, 1, 100, RegisterTile(2, 1, 5)),    # too few parallel chunks: the load-bound rule
+])
+def test_sixteen_registers_are_filled(oc_chunks: int, height: int, width: int, tile) -> None:
+    """AVX2 convolutions reading a padded copy or no padding (one Zen 5 core, AVX2 build, the
+    load-bound rule's time first): 2 channel blocks x 12 accumulators or 1 block x 14."""
+    assert choose_register_tile(oc_chunks, height, width, 12, 1, 2,
+                                fill_registers=True) == tile
 
 
 def test_narrow_blocks_on_wide_vectors_are_load_bound() -> None:

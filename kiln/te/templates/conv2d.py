@@ -269,8 +269,8 @@ def register_budget(target: TargetInfo) -> int:
 
 def choose_register_tile(oc_chunks: int, oh: int, ow: int, budget: int, outer: int,
                          num_threads: int, max_oc_t: int = 4,
-                         load_bound: bool | None = None, issue_bound: bool = False
-                         ) -> RegisterTile:
+                         load_bound: bool | None = None, issue_bound: bool = False,
+                         fill_registers: bool = False) -> RegisterTile:
     """The register tile of a blocked convolution's output.
 
     Parameters
@@ -295,6 +295,10 @@ def choose_register_tile(oc_chunks: int, oh: int, ow: int, budget: int, outer: i
         Whether the tile's multiply-adds each use one broadcast input and share weight vectors
         (a convolution, not a depthwise one) on a machine with 32 vector registers: then the
         tile is chosen by its issue rate (see :func:`_issue_bound_tile`).
+    fill_registers : bool
+        Whether the tile's multiply-adds each use one broadcast input and share weight vectors
+        (a convolution, not a depthwise one): with 16 vector registers the tile is then chosen
+        by :func:`_register_filling_tile`.
 
     Returns
     -------
@@ -304,7 +308,11 @@ def choose_register_tile(oc_chunks: int, oh: int, ow: int, budget: int, outer: i
         with fewer loads per multiply-add, then the widest.
     """
     if (budget <= _SIXTEEN_REGISTER_BUDGET) if load_bound is None else load_bound:
-        tile = _load_bound_tile(oc_chunks, oh, ow, budget, outer, num_threads, max_oc_t)
+        tile = None
+        if fill_registers and budget == _SIXTEEN_REGISTER_BUDGET:
+            tile = _register_filling_tile(oc_chunks, oh, ow, outer, num_threads, max_oc_t)
+        if tile is None:
+            tile = _load_bound_tile(oc_chunks, oh, ow, budget, outer, num_threads, max_oc_t)
         if tile is not None:
             return tile
     elif issue_bound:
@@ -367,14 +375,15 @@ def _load_bound_tile(oc_chunks: int, oh: int, ow: int, budget: int, outer: int,
     clip epilogue 1.3 and 1.2 ms).
 
     Outputs of at most 7 x 7 with an even number of channel blocks, which no load-bound tile
-    fits within 12 accumulators, take 2 blocks x a whole column: 14 accumulators, the compiler
+    fits within 12 accumulators, take 2 blocks x a whole column (where the column is at least
+    as tall as the row is wide): 14 accumulators, the compiler
     reading one weight vector from memory. Measured on ResNet-50's 7 x 7 layers (AVX2 build):
     the 3x3 512-channel conv 101 GFLOP/s, the stride-2 1x1 downsample 82, where the general
     rule's 1 x 7 ran at 68 and 62.
     None when no tile qualifies (the general rule decides then)."""
     best = _widest_load_bound(oc_chunks, oh, ow, budget, outer, num_threads, max_oc_t, 0)
     if (best is None or best.oc_t == 1) and budget == _SIXTEEN_REGISTER_BUDGET \
-            and max_oc_t >= 2 and oc_chunks % 2 == 0 and max(oh, ow) <= _SMALL_OUTPUT \
+            and max_oc_t >= 2 and oc_chunks % 2 == 0 and ow <= oh <= _SMALL_OUTPUT \
             and outer * (oc_chunks // 2) >= 4 * num_threads:  # still enough parallel chunks
         return RegisterTile(2, oh, 1)
     if best is not None and best.ow_t < min(4, ow) and max_oc_t > 1:
@@ -388,6 +397,53 @@ def _load_bound_tile(oc_chunks: int, oh: int, ow: int, budget: int, outer: int,
             if width:
                 return RegisterTile(1, 1, width)
     return best
+
+
+# Vector registers of an AVX2 machine, all of which a convolution's tile may use.
+_SIXTEEN_REGISTERS = 16
+# How much more useful work per tile slot a two-row tile needs to be taken over a one-row tile
+# (see _register_filling_tile).
+_TWO_ROW_MARGIN = 1.04
+
+
+def _register_filling_tile(oc_chunks: int, oh: int, ow: int, outer: int, num_threads: int,
+                           max_oc_t: int) -> RegisterTile | None:
+    """A convolution's tile with 16 vector registers, filling them: 2 channel blocks x 12
+    accumulators (with 2 weight vectors and a broadcast input: 15 registers) where the channel
+    blocks pair up, else one block x 14 (16 registers); never 3 or more blocks, whose shorter
+    rows of columns lost. Of those shapes, one row x up to 6 (or 14) columns or two rows x half
+    as many, whichever leaves fewer accumulators idle in a row's last partial tile; two rows
+    must idle 4% fewer to be taken (the one-row tile reads its weight vectors for more
+    columns); at equal idling a row tiled exactly wins. Outputs of at most 7 x 7 keep
+    :func:`_load_bound_tile`'s whole-column tile, rows of at most 12 its exact tiling.
+
+    Measured on one Zen 5 core, AVX2 build, against the load-bound rule (which kept a spare
+    register or two and at most one load per multiply-add): 1x1 convolutions, whose short
+    reduction makes a tile's fixed work (zeroing, epilogue, stores) weigh more, MobileNetV3's
+    24 -> 72 channels at 56 x 56 (3 blocks x 3 columns) 124 -> 105 us, 40 -> 120 at 28 x 28 89
+    -> 74, MobileNetV2's 144 -> 24 at 56 x 56 238 -> 193, ResNet-50's 64 -> 256 at 56 x 56 (2 x
+    5) 859 -> 783; 3x3 convolutions, ResNet-18's 64 channels at 56 x 56 2027 -> 1823 (2 rows
+    x 3), 128 at 28 x 28 1951 -> 1756 (1 row x 6), 96 channels at 26 x 26 (3 x 3) 1126 -> 863,
+    DBNet's 96 -> 24 at 160 x 160 (1 x 10) 9682 -> 9342 (2 rows x 7).
+    None for small outputs and where the tile leaves under ``4 * num_threads`` parallel
+    chunks."""
+    if max(oh, ow) <= _SMALL_OUTPUT or ow <= _SIXTEEN_REGISTER_BUDGET:
+        return None
+    oc_t = 2 if max_oc_t >= 2 and oc_chunks % 2 == 0 else 1
+    best: tuple[tuple[float, ...], RegisterTile] | None = None
+    for oh_t in (d for d in (1, 2) if oh % d == 0):
+        if outer * (oc_chunks // oc_t) * (oh // oh_t) < 4 * num_threads:
+            continue
+        for ow_t in range(1, ow + 1):
+            tile = RegisterTile(oc_t, oh_t, ow_t)
+            if tile.size + oc_t + 1 > _SIXTEEN_REGISTERS:
+                break
+            useful = tile.size * ow / (-(-ow // ow_t) * ow_t)
+            key = (round(useful * (_TWO_ROW_MARGIN if oh_t == 1 else 1.0), 6), ow % ow_t == 0,
+                   tile.size)
+            if best is None or key > best[0]:
+                best = (key, tile)
+    return None if best is None else best[1]
 
 
 # A core with 32 vector registers issues two vector multiply-adds and two vector loads a cycle
@@ -603,10 +659,16 @@ def schedule_conv2d_nchwc(dag: ComputeDAG, target: TargetInfo) -> State | None:
     groups = max(1, data_chunks // weights[0].shape[1])
     # a tile's channel blocks share their broadcast inputs only within one group
     per_group = [d for d in divisors(oc_chunks // groups) if d <= 4]
+    # a strided (or dilated) window is read in place, each load outside the input replaced by
+    # zero (see the end): the bound tests in the reduction made the speed of a tile filling the
+    # 16 registers depend on where its loops fell in the code (ResNet-18's 128 -> 256 channel
+    # stride-2 3x3 conv, AVX2 build: 0.95-1.27 ms by code alignment alone, the load-bound tile
+    # 0.92)
+    in_place = pattern.pad is not None and strided_window(dag, pattern, reduce_extents(conv)[1])
     tile = choose_register_tile(oc_chunks, oh, ow, budget, batch, target.num_threads,
                                 max_oc_t=max(per_group),
                                 load_bound=budget <= _SIXTEEN_REGISTER_BUDGET or narrow,
-                                issue_bound=True)
+                                issue_bound=True, fill_registers=not in_place)
     work = math.prod(conv.shape) * math.prod(reduce_extents(conv))
     state = dag.init_state
     inline_epilogue(state, pattern)
@@ -631,7 +693,7 @@ def schedule_conv2d_nchwc(dag: ComputeDAG, target: TargetInfo) -> State | None:
     if block > 1 and block & (block - 1) == 0:
         state.vectorize(local, 8)
     if pattern.pad is not None:
-        if strided_window(dag, pattern, reduce_extents(conv)[1]):
+        if in_place:
             # a strided (or dilated) convolution reads its input in place, each load outside
             # the input replaced by zero, as strided windows do
             # (:mod:`kiln.te.templates.depthwise`): same process, alternating, one Zen 5 core,
