@@ -236,16 +236,21 @@ def _lp_pool(ctx: NodeContext) -> Expr:
 
 
 def _global_pool(ctx: NodeContext) -> Expr:
-    from kiln.op import reduce
+    from kiln.op import pool, reduce
 
     x = ctx.input(0)
+    average = ctx.op_type == "GlobalAveragePool"
+    if ctx.ndim(x) == 4:
+        # nn.global_*_pool2d, as TVM's frontend writes it: layout passes block it (NCHWc) and the
+        # pooling template accumulates channel blocks in registers, where a mean over the
+        # blocked spatial axes fell to the default schedule (MobileNetV3's SE blocks)
+        return pool.global_avg_pool2d(x) if average else pool.global_max_pool2d(x)
     axes = list(range(2, ctx.ndim(x)))
-    build = reduce.mean if ctx.op_type == "GlobalAveragePool" else reduce.max
-    return build(x, axis=axes, keepdims=True)
+    return (reduce.mean if average else reduce.max)(x, axis=axes, keepdims=True)
 
 
-converter("GlobalAveragePool", needs=("mean",))(_global_pool)
-converter("GlobalMaxPool", needs=("max",))(_global_pool)
+converter("GlobalAveragePool", needs=("mean", "nn.global_avg_pool2d"))(_global_pool)
+converter("GlobalMaxPool", needs=("max", "nn.global_max_pool2d"))(_global_pool)
 
 
 @converter("Col2Im", needs=("scatter_elements", "strided_slice", "reshape"))

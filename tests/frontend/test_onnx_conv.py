@@ -105,6 +105,20 @@ def test_global_pools(op, shape):
     check_node(op, [_rand(shape)], opset=13)
 
 
+@pytest.mark.parametrize(("op", "relay_op"), [("GlobalAveragePool", "nn.global_avg_pool2d"),
+                                               ("GlobalMaxPool", "nn.global_max_pool2d")])
+def test_global_pools_of_images_are_pool_ops(op, relay_op):
+    """As TVM's frontend writes them: the layout passes block them and the pooling template
+    accumulates in registers (a mean over blocked axes fell to the default schedule)."""
+    from kiln import relay
+    from tests.frontend._onnx_helpers import single_node_model
+
+    model, _ = single_node_model(op, [_rand((1, 16, 7, 7))], opset=13)
+    mod, _ = relay.frontend.from_onnx(model)
+    text = mod.astext()
+    assert f"{relay_op}(" in text and "mean(" not in text and " max(" not in text
+
+
 @pytest.mark.parametrize("attrs", [{}, {"strides": [2, 2]}, {"dilations": [2, 1], "pads": [1, 0, 1, 2]}])
 def test_col2im(attrs):
     image, block = [5, 6], [2, 3]
