@@ -210,13 +210,26 @@ def test_gemm_tile_divides_and_fits_the_registers(k_blocks, rows, cols, budget) 
 
 
 @given(nh=st.integers(1, 60), nw=st.integers(1, 60), a=st.sampled_from([4, 6]),
-       c_in=st.sampled_from([8, 16, 64, 256]), c_out=st.sampled_from([8, 24, 128, 512]))
-def test_tile_block_is_whole_rows_or_part_of_one_within_l2(nh, nw, a, c_in, c_out) -> None:
-    rows, cols = _tile_block(nh, nw, a, c_in, c_out)
+       c_in=st.sampled_from([8, 16, 64, 256]), c_out=st.sampled_from([8, 24, 128, 512]),
+       threads=st.integers(1, 4))
+def test_tile_block_is_whole_rows_or_part_of_one_within_l2(nh, nw, a, c_in, c_out,
+                                                           threads) -> None:
+    rows, cols = _tile_block(nh, nw, a, c_in, c_out, threads)
     assert nh % rows == 0 and nw % cols == 0
     assert cols == nw or rows == 1
     per_tile = a * a * 4 * (c_in + c_out)
     assert rows * cols * per_tile <= L2_RESIDENT_BYTES or (rows, cols) == (1, 1)
+    if cols == nw and (nh // rows) % threads:
+        # uneven blocks only where no row count that fits shares evenly
+        assert all((nh // d) % threads or d * nw * per_tile > L2_RESIDENT_BYTES
+                   for d in range(1, nh + 1) if nh % d == 0)
+
+
+def test_tile_blocks_share_evenly_among_threads() -> None:
+    """ResNet's 64-channel 3x3 conv at 56 x 56, F(4x4): 14 rows of tiles, 2 fit a block; at
+    two threads blocks of 1 row (14 blocks, 7 each) instead of 7 blocks (4 and 3)."""
+    assert _tile_block(14, 14, 6, 64, 64, 1) == (2, 14)
+    assert _tile_block(14, 14, 6, 64, 64, 2) == (1, 14)
 
 
 @pytest.mark.parametrize(("shape", "tile"), [

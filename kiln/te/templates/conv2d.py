@@ -9,8 +9,9 @@ The fused function is ``[pad_temp ->] conv2d_NCHWc [-> element-wise epilogue ...
   hard-swish and GELU are 0-d stages); the epilogue may read the convolution any number of
   times (``x * sigmoid(x)``): every read is of the same registers;
 * the output's ``(oc_chunk, oh, ow)`` loops are split by a register tile ``(oc_t, oh_t, ow_t)``
-  (at most ~28 accumulators with 32 vector registers, ~12 with 16), the outer parts fused and run
-  in parallel, the tile loops unrolled and ``oc_block`` vectorized;
+  (at most ~28 accumulators with 32 vector registers; with 16, 12 or 14 that fill them with
+  their weight vectors and broadcast, or ~10 where the window is read in place), the outer parts
+  fused and run in parallel, the tile loops unrolled and ``oc_block`` vectorized;
 * the convolution is computed into a ``cache_write`` accumulator at the output's ``ow`` tile
   loop, its loops ordered ``ic_chunk, kh, kw, ic_block, oh_t, ow_t, oc_t, oc_block`` (the tile
   innermost, so the accumulator lives in vector registers: see :mod:`kiln.codegen.c_vector`;

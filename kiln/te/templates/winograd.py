@@ -141,14 +141,21 @@ def _gemm_tile(k_blocks: int, rows: int, cols: int, budget: int) -> tuple[int, i
     return best[1]
 
 
-def _tile_block(nh: int, nw: int, a: int, c_in: int, c_out: int) -> tuple[int, int]:
+def _tile_block(nh: int, nw: int, a: int, c_in: int, c_out: int,
+                num_threads: int = 1) -> tuple[int, int]:
     """``(rows, cols)`` of the block of tiles transformed, multiplied and transformed back
     together: whole rows of tiles while their transformed inputs and products (``a * a`` values
-    per tile and channel, in and out) fit in L2 together, else part of one row."""
+    per tile and channel, in and out) fit in L2 together, else part of one row. Of the row
+    counts that fit, the largest whose blocks share evenly among ``num_threads`` threads (the
+    blocks run in parallel), if any."""
     per_tile = a * a * 4 * (c_in + c_out)
     rows = [d for d in divisors(nh) if d * nw * per_tile <= L2_RESIDENT_BYTES]
     if rows:
-        return rows[-1], nw
+        # ResNet-50's 64-channel 3x3 convs at 56 x 56 (14 x 14 tiles of 4 x 4): 2 rows of tiles a
+        # block made 7 blocks, 4 on one thread and 3 on the other; 1 row, 14 blocks, 7 each:
+        # the model 2.3% faster at two threads (same process, alternating, Zen 5)
+        even = [d for d in rows if (nh // d) % num_threads == 0]
+        return (even or rows)[-1], nw
     cols = [d for d in divisors(nw) if d * per_tile <= L2_RESIDENT_BYTES]
     return 1, cols[-1] if cols else 1
 
@@ -197,7 +204,7 @@ def schedule_winograd(dag: ComputeDAG, target: TargetInfo) -> State | None:
     pack, left, right = pattern.pack, pattern.left, pattern.right + 1
     # the output: blocks of tiles in parallel; in a block a tile's m x m outputs of one channel
     # block together (A^T (M A), the selects folded), the epilogue applied there
-    rows, cols = _tile_block(nh, nw, a, c_in, k_blocks * block)
+    rows, cols = _tile_block(nh, nw, a, c_in, k_blocks * block, target.num_threads)
     n, k, y, x, kv = state.stages[out].iters
     y0, y1 = state.split(out, y, [m])
     x0, x1 = state.split(out, x, [m])
