@@ -297,9 +297,8 @@ def choose_register_tile(oc_chunks: int, oh: int, ow: int, budget: int, outer: i
         (a convolution, not a depthwise one) on a machine with 32 vector registers: then the
         tile is chosen by its issue rate (see :func:`_issue_bound_tile`).
     fill_registers : bool
-        Whether the tile's multiply-adds each use one broadcast input and share weight vectors
-        (a convolution, not a depthwise one): with 16 vector registers the tile is then chosen
-        by :func:`_register_filling_tile`.
+        With 16 vector registers, take :func:`_register_filling_tile`'s tile where it has one
+        (a convolution, not a depthwise one, whose window is not read in place).
 
     Returns
     -------
@@ -377,8 +376,8 @@ def _load_bound_tile(oc_chunks: int, oh: int, ow: int, budget: int, outer: int,
 
     Outputs of at most 7 x 7 with an even number of channel blocks, which no load-bound tile
     fits within 12 accumulators, take 2 blocks x a whole column (where the column is at least
-    as tall as the row is wide): 14 accumulators, the compiler
-    reading one weight vector from memory. Measured on ResNet-50's 7 x 7 layers (AVX2 build):
+    as tall as the row is wide): 14 accumulators, the compiler reading one weight vector from
+    memory. Measured on ResNet-50's 7 x 7 layers (AVX2 build):
     the 3x3 512-channel conv 101 GFLOP/s, the stride-2 1x1 downsample 82, where the general
     rule's 1 x 7 ran at 68 and 62.
     None when no tile qualifies (the general rule decides then)."""
