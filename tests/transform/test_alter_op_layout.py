@@ -660,6 +660,22 @@ def test_layout_sensitive_consumers_get_nchw(case, rng):
     assert transform_pairs(after) == sorted(EDGES)
 
 
+@pytest.mark.parametrize("reduce, pool", [(relay.mean, "nn.global_avg_pool2d"),
+                                          (relay.max, "nn.global_max_pool2d")])
+def test_spatial_reduction_of_a_blocked_image_is_global_pooling(reduce, pool, rng):
+    """A squeeze-and-excitation block's ReduceMean over H and W (timm's export) on a blocked
+    conv result becomes global pooling in the blocked layout, which the pooling template
+    accumulates in registers (the mean over the middle axes had the default schedule)."""
+    x, y = blocked_chain(rng)
+    before = module(relay.multiply(reduce(y, axis=(2, 3), keepdims=True), y), [x])
+    after = alter(before, TARGETS[8])
+    check_equivalent(before, after, rng)
+    (call,) = calls(after["main"], pool)
+    assert call.attrs.layout == "NCHW8c" and tuple(call.checked_type.shape) == (1, 2, 1, 1, 8)
+    assert not calls(after["main"], reduce.__name__)
+    assert transform_pairs(after) == sorted(EDGES)
+
+
 def test_mean_over_spatial_axes_reshapes_instead_of_converting(rng):
     x, y = blocked_chain(rng)
     before = module(relay.mean(y, axis=(2, 3)), [x])
