@@ -23,6 +23,7 @@ __all__ = [
     "FOR_KINDS",
     "PREFETCH_NEXT_TILE",
     "THREAD_KINDS",
+    "UNSWITCH_TILE_GUARDS",
     "Allocate",
     "Buffer",
     "BufferLoad",
@@ -34,6 +35,7 @@ __all__ = [
     "Seq",
     "Stmt",
     "Store",
+    "map_child_stmts",
     "map_stmt_exprs",
     "own_exprs",
     "walk_stmts",
@@ -273,6 +275,23 @@ def own_exprs(s: Stmt) -> list[PrimExpr]:
     if isinstance(s, IfThenElse):
         return [s.condition]
     return []
+
+
+def map_child_stmts(s: Stmt, fn: Callable[[Stmt], Stmt]) -> Stmt:
+    """``s`` with every statement it directly contains (a body, a branch, a sequence's items)
+    replaced by ``fn(child)``; a statement without children is returned as it is."""
+    if isinstance(s, For):
+        return For(s.var, s.extent, s.kind, fn(s.body), s.pragmas)
+    if isinstance(s, Seq):
+        return Seq(tuple(fn(x) for x in s.stmts))
+    if isinstance(s, IfThenElse):
+        return IfThenElse(s.condition, fn(s.then_case),
+                          fn(s.else_case) if s.else_case is not None else None)
+    if isinstance(s, LetStmt):
+        return LetStmt(s.var, s.value, fn(s.body))
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, fn(s.body))
+    return s
 
 
 def map_stmt_exprs(s: Stmt, fn: Callable[[PrimExpr], PrimExpr]) -> Stmt:

@@ -36,6 +36,7 @@ from kiln.te.loop_ir import (
     Seq,
     Stmt,
     Store,
+    map_child_stmts,
     map_stmt_exprs,
     walk_stmts,
 )
@@ -589,28 +590,16 @@ def _unswitch_guards(s: Stmt, simp: Simplifier) -> Stmt:
     its code for every tile slow (AVX2 build: 834 us, against 446 us for 102 rows). Marked by
     the GEMM template only: unswitching convolution tiles made ResNet-50 4-9% slower and its
     C code 60% larger."""
-    if isinstance(s, For):
-        if any(key == UNSWITCH_TILE_GUARDS for key, _ in s.pragmas):
-            guards = _invariant_guards(s.body, simp)
-            if guards:
-                # the unchecked copy: the guards' conditions taken as true, then pruned away
-                true = const(True, "bool")
-                fast = _prune(map_stmt_exprs(
-                    s.body, lambda e: true if simp.key(e) in guards else e))
-                tests = {simp.key(c): c for instances in guards.values() for c in instances}
-                cond = functools.reduce(E.logical_and, tests.values())
-                return For(s.var, s.extent, s.kind, IfThenElse(cond, fast, s.body), s.pragmas)
-        return For(s.var, s.extent, s.kind, _unswitch_guards(s.body, simp), s.pragmas)
-    if isinstance(s, Seq):
-        return Seq(tuple(_unswitch_guards(x, simp) for x in s.stmts))
-    if isinstance(s, IfThenElse):
-        other = _unswitch_guards(s.else_case, simp) if s.else_case is not None else None
-        return IfThenElse(s.condition, _unswitch_guards(s.then_case, simp), other)
-    if isinstance(s, LetStmt):
-        return LetStmt(s.var, s.value, _unswitch_guards(s.body, simp))
-    if isinstance(s, Allocate):
-        return Allocate(s.buffer, _unswitch_guards(s.body, simp))
-    return s
+    if isinstance(s, For) and any(key == UNSWITCH_TILE_GUARDS for key, _ in s.pragmas):
+        guards = _invariant_guards(s.body, simp)
+        if guards:
+            # the unchecked copy: the guards' conditions taken as true, then pruned away
+            true = const(True, "bool")
+            fast = _prune(map_stmt_exprs(s.body, lambda e: true if simp.key(e) in guards else e))
+            tests = {simp.key(c): c for instances in guards.values() for c in instances}
+            cond = functools.reduce(E.logical_and, tests.values())
+            return For(s.var, s.extent, s.kind, IfThenElse(cond, fast, s.body), s.pragmas)
+    return map_child_stmts(s, lambda x: _unswitch_guards(x, simp))
 
 
 def _auto_unroll(s: Stmt, limit: int = 0) -> Stmt:
@@ -624,13 +613,4 @@ def _auto_unroll(s: Stmt, limit: int = 0) -> Stmt:
         if kind == "serial" and limit > 0 and s.extent * _steps(body) <= limit:
             kind = "unrolled"
         return For(s.var, s.extent, kind, body, s.pragmas)
-    if isinstance(s, Seq):
-        return Seq(tuple(_auto_unroll(x, limit) for x in s.stmts))
-    if isinstance(s, IfThenElse):
-        other = _auto_unroll(s.else_case, limit) if s.else_case is not None else None
-        return IfThenElse(s.condition, _auto_unroll(s.then_case, limit), other)
-    if isinstance(s, LetStmt):
-        return LetStmt(s.var, s.value, _auto_unroll(s.body, limit))
-    if isinstance(s, Allocate):
-        return Allocate(s.buffer, _auto_unroll(s.body, limit))
-    return s
+    return map_child_stmts(s, lambda x: _auto_unroll(x, limit))
